@@ -1,0 +1,159 @@
+"""Plain, frozen records that flow through the pipeline.
+
+Observers build them, the classifier reads them. Nothing here talks to libvirt,
+Nova, the file system or the clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+
+
+class DomainState(str, enum.Enum):
+    """Libvirt's domain state, in the words `virsh domstate` uses."""
+
+    NOSTATE = "no state"
+    RUNNING = "running"
+    BLOCKED = "blocked"
+    PAUSED = "paused"
+    SHUTDOWN = "shutting down"
+    SHUTOFF = "shut off"
+    CRASHED = "crashed"
+    PMSUSPENDED = "pmsuspended"
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaMetadata:
+    """What Nova wrote into the domain's ``<nova:instance>`` element."""
+
+    namespace: str
+    display_name: str | None = None
+    creation_time: str | None = None
+    project_id: str | None = None
+    user_id: str | None = None
+    flavor: str | None = None
+    package: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Disk:
+    """One ``<disk>`` of the domain XML.
+
+    ``source_type`` is libvirt's disk type (file, block, network, volume);
+    ``source`` is the path, device, or ``protocol:name`` of a network disk.
+    """
+
+    target: str
+    device: str
+    source_type: str
+    source: str | None
+    protocol: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Interface:
+    """One ``<interface>`` of the domain XML."""
+
+    type: str
+    mac: str | None
+    target_dev: str | None
+    source: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """One libvirt domain on the audited host, as observed.
+
+    ``metadata`` is None when the domain has no Nova metadata; ``metadata_error``
+    says why when the element exists but cannot be read (such a domain is never
+    treated as Nova's).
+    """
+
+    uuid: str
+    name: str
+    state: DomainState
+    persistent: bool
+    job_active: bool
+    metadata: NovaMetadata | None = None
+    metadata_error: str | None = None
+    disks: tuple[Disk, ...] = ()
+    interfaces: tuple[Interface, ...] = ()
+
+    @property
+    def is_active(self) -> bool:
+        """True when the guest is consuming CPU/memory (running, paused, blocked…)."""
+        return self.state not in (DomainState.SHUTOFF, DomainState.CRASHED, DomainState.NOSTATE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """Nova's record of a server (instance), live or deleted."""
+
+    uuid: str
+    name: str | None
+    host: str | None
+    status: str
+    vm_state: str | None
+    task_state: str | None
+    deleted: bool = False
+    deleted_at: datetime.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    """One entry of Nova's ``/os-migrations`` touching the audited host."""
+
+    instance_uuid: str
+    source_compute: str | None
+    dest_compute: str | None
+    migration_type: str
+    status: str
+    created_at: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaView:
+    """Everything Nova told us about one host, gathered in one observation.
+
+    ``servers_here``: live servers Nova places on the host, by UUID.
+    ``lookups``: for each domain UUID not in ``servers_here``, Nova's record
+    (live anywhere, or deleted) or None when Nova has no record at all.
+    """
+
+    host: str
+    servers_here: dict[str, Server]
+    lookups: dict[str, Server | None]
+    migrations: tuple[Migration, ...] = ()
+
+
+class Kind(str, enum.Enum):
+    """Kinds of finding; see DESIGN.md."""
+
+    SPLIT_BRAIN = "split-brain"
+    DELETED = "deleted"
+    UNKNOWN = "unknown"
+    MISPLACED = "misplaced"
+    LOST = "lost"
+    FOREIGN = "foreign"
+    PROTECTED = "protected"
+
+
+#: Kinds that are orphans an operator should act on (audit exit code 3).
+ORPHAN_KINDS = frozenset({Kind.SPLIT_BRAIN, Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED, Kind.LOST})
+
+#: Kinds that may ever be acted on, whatever the configuration says.
+ACTIONABLE_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One guest (or missing guest) that is not plainly managed by Nova on this host."""
+
+    uuid: str
+    name: str
+    kind: Kind
+    reason: str
+    domain: Domain | None
+    server: Server | None
