@@ -1,0 +1,1 @@
+"""Read-only observers of the hypervisor (libvirt) and of Nova's API."""

@@ -1,0 +1,43 @@
+"""Errors raised by the observers.
+
+Every observer failure is an ``ObserveError``: the cycle that sees one does
+nothing but report it (fail closed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ObserveError(Exception):
+    """Base class: something could not be observed; nothing may be concluded."""
+
+    msg_fmt = "observation failed"
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        super().__init__(self.msg_fmt % kwargs)
+
+
+class NovaError(ObserveError):
+    msg_fmt = "Nova: %(reason)s"
+
+
+class NovaUnreachable(NovaError):
+    msg_fmt = "Nova unreachable at %(endpoint)s: %(reason)s"
+
+
+class NovaAuthFailed(NovaError):
+    msg_fmt = "Nova refused our credentials (HTTP %(status)s): %(reason)s"
+
+
+class NovaBadAnswer(NovaError):
+    msg_fmt = "Nova gave an unusable answer to %(request)s: %(reason)s"
+
+
+class HypervisorError(ObserveError):
+    msg_fmt = "libvirt %(uri)s: %(reason)s"
+
+
+class HypervisorUnreachable(HypervisorError):
+    msg_fmt = "libvirt unreachable at %(uri)s: %(reason)s"
