@@ -1,0 +1,169 @@
+"""Configuration: oslo.config options, the sample-config entry point, and loading.
+
+The options are few on purpose. Where a compute host already has them in its
+``nova.conf`` (host name, instances path, libvirt URI) we read them from there
+when told where it is, so the tool sees the host exactly as nova-compute does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Sequence
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+from nova_orphans.core.classify import DenyList
+
+DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
+DEFAULT_LIBVIRT_URI = "qemu:///system"
+DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
+NOVA_GROUP = "nova"
+
+default_opts = [
+    cfg.StrOpt(
+        "host",
+        help="Name of this compute host as Nova knows it (nova-compute's [DEFAULT] host). "
+        "Default: read from nova_config_file, else this machine's host name.",
+    ),
+    cfg.StrOpt(
+        "nova_config_file",
+        help="Path of this host's nova.conf. When set, host, instances_path and the libvirt "
+        "connection URI default to nova-compute's own values.",
+    ),
+    cfg.StrOpt(
+        "instances_path",
+        help="Where Nova keeps instance directories. Default: from nova_config_file, else "
+        f"{DEFAULT_INSTANCES_PATH}.",
+    ),
+    cfg.ListOpt(
+        "deny_uuids",
+        default=[],
+        help="Instance/domain UUIDs that are never treated as orphans (reported as protected).",
+    ),
+    cfg.ListOpt(
+        "deny_name_patterns",
+        default=[],
+        help="Shell-style patterns of domain names that are never treated as orphans, "
+        "e.g. 'test-*'.",
+    ),
+]
+
+libvirt_opts = [
+    cfg.StrOpt(
+        "connection_uri",
+        help="Libvirt URI of this host's hypervisor. Default: from nova_config_file, else "
+        f"{DEFAULT_LIBVIRT_URI}.",
+    ),
+]
+
+nova_opts = [
+    cfg.StrOpt(
+        "cloud",
+        help="Name of a cloud in clouds.yaml to take Nova credentials from, instead of the "
+        "keystoneauth options of this section.",
+    ),
+]
+
+
+def _nova_ksa_opts() -> list[cfg.Opt]:
+    # NOTE: the same set Nova offers for its own [placement] section, so every
+    # keystoneauth plugin (password, v3applicationcredential, admin_token…)
+    # works; the plugin's own options are added at load time by auth_type.
+    return (
+        ks_loading.get_session_conf_options()
+        + ks_loading.get_auth_common_conf_options()
+        + ks_loading.get_auth_plugin_conf_options("v3password")
+        + ks_loading.get_auth_plugin_conf_options("v3applicationcredential")
+        + ks_loading.get_auth_plugin_conf_options("admin_token")
+        + ks_loading.get_adapter_conf_options(include_deprecated=False)
+    )
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """All options, for oslo-config-generator (namespace ``nova_orphans``)."""
+    nova_section: list[cfg.Opt] = [*nova_opts, *_dedup(_nova_ksa_opts())]
+    return [(None, list(default_opts)), ("libvirt", list(libvirt_opts)), (NOVA_GROUP, nova_section)]
+
+
+def _dedup(opts: list[cfg.Opt]) -> list[cfg.Opt]:
+    seen: dict[str, cfg.Opt] = {}
+    for opt in opts:
+        seen.setdefault(opt.dest, opt)
+    return list(seen.values())
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    """Register every option of this tool on ``conf``."""
+    conf.register_opts(default_opts)
+    conf.register_opts(libvirt_opts, group="libvirt")
+    conf.register_opts(nova_opts, group=NOVA_GROUP)
+    ks_loading.register_session_conf_options(conf, NOVA_GROUP)
+    ks_loading.register_auth_conf_options(conf, NOVA_GROUP)
+    ks_loading.register_adapter_conf_options(conf, NOVA_GROUP, include_deprecated=False)
+    conf.set_default("service_type", "compute", group=NOVA_GROUP)
+    # NOTE: keystoneauth waits forever by default; an agent must not.
+    conf.set_default("timeout", 30, group=NOVA_GROUP)
+
+
+def load(config_files: Sequence[str]) -> cfg.ConfigOpts:
+    """Parse our config files; raises ``cfg.Error`` (or ``ConfigError``) on bad input."""
+    conf = cfg.ConfigOpts()
+    register(conf)
+    for path in config_files:
+        _require_readable(path)
+    conf(args=[], project="nova-orphans", default_config_files=list(config_files))
+    return conf
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used as written."""
+
+
+def _require_readable(path: str) -> None:
+    try:
+        with open(path, encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSettings:
+    """Where and what to audit, resolved from our config, nova.conf and the command line."""
+
+    host: str
+    libvirt_uri: str
+    instances_path: str
+    deny: DenyList
+
+
+def host_settings(
+    conf: cfg.ConfigOpts, host: str | None = None, libvirt_uri: str | None = None
+) -> HostSettings:
+    """Resolve the audited host's settings; command-line values win, then ours, then nova.conf."""
+    nova = _read_nova_conf(conf.nova_config_file) if conf.nova_config_file else None
+    return HostSettings(
+        host=host or conf.host or (nova.host if nova else None) or socket.gethostname(),
+        libvirt_uri=libvirt_uri
+        or conf.libvirt.connection_uri
+        or (nova.libvirt.connection_uri if nova else None)
+        or DEFAULT_LIBVIRT_URI,
+        instances_path=conf.instances_path
+        or (nova.instances_path if nova else None)
+        or DEFAULT_INSTANCES_PATH,
+        deny=DenyList(
+            frozenset(u.lower() for u in conf.deny_uuids), tuple(conf.deny_name_patterns)
+        ),
+    )
+
+
+def _read_nova_conf(path: str) -> cfg.ConfigOpts:
+    """Read only the few nova-compute options we share; everything else in nova.conf is ignored."""
+    _require_readable(path)
+    nova = cfg.ConfigOpts()
+    nova.register_opts([cfg.StrOpt("host"), cfg.StrOpt("instances_path")])
+    nova.register_opts([cfg.StrOpt("connection_uri")], group="libvirt")
+    nova(args=[], project="nova", default_config_files=[path])
+    return nova

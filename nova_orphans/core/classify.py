@@ -1,0 +1,163 @@
+"""Classify every domain (and every missing domain) on one host into a kind of finding.
+
+A pure function of what the observers saw: no I/O, no clock, no configuration
+object. Protections are checked before anything that could be acted on, so a
+guest Nova is still busy with can never come out as an orphan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Iterable
+
+from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Server
+
+#: Migration statuses during which the source and destination both legitimately
+#: hold a domain. NOTE: "finished" means a resize/cold migration waits for the
+#: user to confirm or revert; the source domain must survive until then.
+MIGRATION_IN_PROGRESS = frozenset(
+    {
+        "queued",
+        "accepted",
+        "pre-migrating",
+        "preparing",
+        "running",
+        "migrating",
+        "post-migrating",
+        "confirming",
+        "reverting",
+    }
+)
+MIGRATION_AWAITING_CONFIRM = frozenset({"finished"})
+
+#: What a completed migration whose source is this host tells about a leftover.
+LEFTOVER_REASON_BY_MIGRATION_TYPE = {
+    "live-migration": "live-migration source",
+    "evacuation": "evacuation source",
+    "migration": "cold migration source",
+    "resize": "resize source",
+}
+
+SOFT_DELETED_VM_STATE = "soft-delete"
+RESIZED_VM_STATE = "resized"
+SHELVED_OFFLOADED_VM_STATE = "shelved_offloaded"
+#: A server still being built has no domain yet; it is not "lost".
+BUILDING_VM_STATE = "building"
+
+
+@dataclasses.dataclass(frozen=True)
+class DenyList:
+    """Guests the operator declared off-limits, by UUID or by domain-name pattern."""
+
+    uuids: frozenset[str] = frozenset()
+    name_patterns: tuple[str, ...] = ()
+
+    def covers(self, domain: Domain) -> bool:
+        """True when the operator deny-listed this domain."""
+        return domain.uuid in self.uuids or any(
+            fnmatch.fnmatchcase(domain.name, pattern) for pattern in self.name_patterns
+        )
+
+
+def classify(
+    domains: Iterable[Domain], nova: NovaView, deny: DenyList | None = None
+) -> list[Finding]:
+    """Return the findings for one host, most urgent kinds first.
+
+    Domains whose server Nova manages on this host produce no finding.
+    """
+    deny = deny or DenyList()
+    domains = list(domains)
+    findings = [f for d in domains if (f := _classify_domain(d, nova, deny)) is not None]
+    findings.extend(_lost(domains, nova))
+    order = list(Kind)
+    return sorted(findings, key=lambda f: (order.index(f.kind), f.uuid))
+
+
+def _classify_domain(domain: Domain, nova: NovaView, deny: DenyList) -> Finding | None:
+    server = nova.servers_here.get(domain.uuid) or nova.lookups.get(domain.uuid)
+
+    def finding(kind: Kind, reason: str) -> Finding:
+        return Finding(domain.uuid, domain.name, kind, reason, domain, server)
+
+    if deny.covers(domain):
+        return finding(Kind.PROTECTED, "deny-listed by the operator")
+    if server is not None and _managed_here(server, nova.host):
+        return None
+    if domain.metadata is None:
+        why = domain.metadata_error or "no Nova metadata: created outside Nova"
+        if domain.metadata_error:
+            why = f"unreadable Nova metadata ({why}); treated as not Nova's"
+        return finding(Kind.FOREIGN, why)
+    protection = _protection(domain.uuid, server, nova)
+    if protection:
+        return finding(Kind.PROTECTED, protection)
+    if server is None:
+        return finding(Kind.UNKNOWN, "Nova has no record of this server (archived or purged)")
+    if server.deleted:
+        when = server.deleted_at.isoformat() if server.deleted_at else "an unknown time"
+        reason = f"Nova deleted the server at {when}; the guest was left behind"
+        return finding(Kind.DELETED, reason)
+    return finding(Kind.MISPLACED, _misplaced_reason(domain.uuid, server, nova))
+
+
+def _managed_here(server: Server, host: str) -> bool:
+    return not server.deleted and server.host == host and server.vm_state != SOFT_DELETED_VM_STATE
+
+
+def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
+    """Why this guest must not be treated as an orphan now, or None."""
+    if server is not None and not server.deleted:
+        if server.vm_state == SOFT_DELETED_VM_STATE:
+            return "SOFT_DELETED: the server can still be restored"
+        if server.task_state:
+            return f"task_state {server.task_state}: Nova is working on this server"
+        if server.vm_state == RESIZED_VM_STATE:
+            return "vm_state RESIZED: the resize awaits confirmation"
+    for migration in _migrations_of(uuid, nova):
+        if migration.status in MIGRATION_IN_PROGRESS:
+            return (
+                f"{migration.migration_type} in progress "
+                f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})"
+            )
+        if migration.status in MIGRATION_AWAITING_CONFIRM and migration.source_compute == nova.host:
+            return f"{migration.migration_type} awaits confirmation; this host is its source"
+    return None
+
+
+def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> str:
+    if server.vm_state == SHELVED_OFFLOADED_VM_STATE or server.host is None:
+        return "shelved-offloaded: Nova keeps no guest on any host for it"
+    sources = [m for m in _migrations_of(uuid, nova) if m.source_compute == nova.host]
+    if sources:
+        latest = max(sources, key=lambda m: m.created_at or "")
+        what = LEFTOVER_REASON_BY_MIGRATION_TYPE.get(latest.migration_type, latest.migration_type)
+        return (
+            f"{what}: Nova runs this server on {server.host}; this copy is a duplicate "
+            f"(migration {latest.status})"
+        )
+    return f"Nova places this server on {server.host}; this copy is a duplicate"
+
+
+def _migrations_of(uuid: str, nova: NovaView) -> list[Migration]:
+    return [m for m in nova.migrations if m.instance_uuid == uuid]
+
+
+def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:
+    present = {d.uuid for d in domains}
+    return [
+        Finding(
+            uuid,
+            server.name or uuid,
+            Kind.LOST,
+            f"Nova places this server here (vm_state {server.vm_state}) "
+            "but libvirt has no such domain",
+            None,
+            server,
+        )
+        for uuid, server in nova.servers_here.items()
+        if uuid not in present
+        and server.vm_state != BUILDING_VM_STATE
+        and not any(m.status in MIGRATION_IN_PROGRESS for m in _migrations_of(uuid, nova))
+    ]

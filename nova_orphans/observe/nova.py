@@ -1,0 +1,213 @@
+"""Read-only view of Nova's API for one compute host.
+
+Requests per observation: one paged listing of the live servers on the host,
+one paged listing of the migrations touching the host, and one lookup per
+domain that the listing did not explain. The observer fails closed: any error,
+timeout, refused credential or inconsistent page raises ``NovaError``; it never
+answers "no servers" on failure.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+import tenacity
+
+from nova_orphans.core.model import Migration, NovaView, Server
+from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError, NovaUnreachable
+
+#: 2.59 gives paged, typed migrations; everything else we read is older.
+MICROVERSION = "2.59"
+PAGE_SIZE = 1000
+#: NOTE: with changes-since Nova's listing includes deleted rows as well as live
+#: ones, so one request per UUID answers "live, deleted or never heard of".
+SINCE_THE_EPOCH = "1970-01-01T00:00:00Z"
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class Transport(Protocol):
+    """The one call the observer makes: an HTTP GET on the compute endpoint."""
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """Return (HTTP status, decoded JSON body or None) for ``path``.
+
+        Raises ``NovaUnreachable`` when Nova cannot be reached in time.
+        """
+
+
+class _Transient(NovaError):
+    msg_fmt = "Nova answered %(request)s with HTTP %(status)s"
+
+
+class NovaObserver:
+    """Asks Nova about one host; see the module docstring for the request budget."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        page_size: int = PAGE_SIZE,
+        retry: Callable[[Callable[[], Any]], Any] | None = None,
+    ) -> None:
+        self._transport = transport
+        self._page_size = page_size
+        self._retry = retry or default_retry()
+
+    def observe(self, host: str, domain_uuids: Iterable[str]) -> NovaView:
+        """Everything Nova says about ``host`` and the domains found on it."""
+        servers_here = self.servers_on_host(host)
+        lookups = {u: self.lookup(u) for u in sorted(set(domain_uuids) - servers_here.keys())}
+        return NovaView(host, servers_here, lookups, self.migrations_touching(host))
+
+    def servers_on_host(self, host: str) -> dict[str, Server]:
+        """Live servers Nova places on ``host`` (all projects), by UUID."""
+        servers: dict[str, Server] = {}
+        query = {"all_tenants": "1", "host": host}
+        for item in self._paged("/servers/detail", "servers", query):
+            server = parse_server(item)
+            if server.host != host:
+                # NOTE: without admin rights Nova silently ignores the host
+                # filter and hides the host attribute; trusting such a list
+                # would make every guest look like an orphan.
+                raise NovaBadAnswer(
+                    request="the host listing",
+                    reason=f"server {server.uuid} is on {server.host!r}, not {host!r} "
+                    "(do the credentials have the admin role?)",
+                )
+            servers[server.uuid] = server
+        return servers
+
+    def lookup(self, uuid: str) -> Server | None:
+        """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none."""
+        query = {"all_tenants": "1", "uuid": uuid, "changes-since": SINCE_THE_EPOCH}
+        body = self._get("/servers/detail?" + urllib.parse.urlencode(query))
+        items = _list_in(body, "servers", f"the lookup of {uuid}")
+        records = [parse_server(item) for item in items]
+        if any(r.uuid != uuid for r in records) or len(records) > 1:
+            raise NovaBadAnswer(
+                request=f"the lookup of {uuid}", reason="Nova ignored the uuid filter"
+            )
+        return records[0] if records else None
+
+    def migrations_touching(self, host: str) -> tuple[Migration, ...]:
+        """Migrations whose source or destination is ``host``."""
+        items = self._paged("/os-migrations", "migrations", {"host": host})
+        return tuple(parse_migration(item) for item in items)
+
+    def _paged(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        seen: set[str] = set()
+        marker: str | None = None
+        while True:
+            page_query = dict(query, limit=str(self._page_size))
+            if marker:
+                page_query["marker"] = marker
+            request = f"{path}?{urllib.parse.urlencode(page_query)}"
+            page = _list_in(self._get(request), key, request)
+            if len(page) > self._page_size:
+                raise NovaBadAnswer(request=request, reason="page longer than the limit asked")
+            for item in page:
+                ident = str(item.get("uuid") or item.get("id"))
+                if ident in seen:
+                    raise NovaBadAnswer(request=request, reason=f"{ident} listed twice")
+                seen.add(ident)
+                yield item
+            if len(page) < self._page_size:
+                return
+            marker = str(page[-1].get("uuid") or page[-1].get("id"))
+
+    def _get(self, request: str) -> Any:
+        return self._retry(lambda: _checked(self._transport, request))
+
+
+def _checked(transport: Transport, request: str) -> Any:
+    status, body = transport.get(request)
+    if status in (401, 403):
+        raise NovaAuthFailed(status=status, reason=_fault_message(body))
+    if status >= 500:
+        raise _Transient(request=request, status=status)
+    if status != 200:
+        raise NovaBadAnswer(request=request, reason=f"HTTP {status}: {_fault_message(body)}")
+    return body
+
+
+def default_retry(
+    attempts: int = 3, wait_seconds: float = 1.0
+) -> Callable[[Callable[[], Any]], Any]:
+    """Retry server errors and unreachable Nova a few times, then give up loudly."""
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type((_Transient, NovaUnreachable)),
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=tenacity.wait_exponential(multiplier=wait_seconds, max=10),
+        reraise=True,
+    )
+    return lambda call: retrying(call)
+
+
+def _fault_message(body: Any) -> str:
+    if isinstance(body, dict):
+        for fault in body.values():
+            if isinstance(fault, dict) and "message" in fault:
+                return str(fault["message"])
+    return "no details"
+
+
+def _list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:
+    items = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise NovaBadAnswer(request=request, reason=f"no '{key}' list in the answer")
+    return items
+
+
+def parse_server(item: dict[str, Any]) -> Server:
+    """Build a ``Server`` from one entry of Nova's server detail view."""
+    uuid = str(item.get("id", ""))
+    if not _UUID.match(uuid):
+        raise NovaBadAnswer(request="a server listing", reason=f"server id {uuid!r} is no UUID")
+    if "OS-EXT-SRV-ATTR:host" not in item:
+        raise NovaBadAnswer(
+            request="a server listing",
+            reason="no host attribute (do the credentials have the admin role?)",
+        )
+    status = str(item.get("status", ""))
+    vm_state = item.get("OS-EXT-STS:vm_state")
+    deleted = status == "DELETED" or vm_state == "deleted"
+    return Server(
+        uuid=uuid,
+        name=item.get("name"),
+        host=item.get("OS-EXT-SRV-ATTR:host"),
+        status=status,
+        vm_state=vm_state,
+        task_state=item.get("OS-EXT-STS:task_state"),
+        deleted=deleted,
+        deleted_at=_parse_time(item.get("OS-SRV-USG:terminated_at") or item.get("updated"))
+        if deleted
+        else None,
+    )
+
+
+def parse_migration(item: dict[str, Any]) -> Migration:
+    """Build a ``Migration`` from one entry of ``/os-migrations``."""
+    uuid = str(item.get("instance_uuid", ""))
+    if not _UUID.match(uuid):
+        raise NovaBadAnswer(request="the migration listing", reason=f"bad instance {uuid!r}")
+    return Migration(
+        instance_uuid=uuid,
+        source_compute=item.get("source_compute"),
+        dest_compute=item.get("dest_compute"),
+        migration_type=str(item.get("migration_type", "migration")),
+        status=str(item.get("status", "")),
+        created_at=item.get("created_at"),
+    )
+
+
+def _parse_time(value: Any) -> datetime.datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise NovaBadAnswer(request="a server listing", reason=f"bad time {value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)

@@ -1,0 +1,81 @@
+"""Nova credentials the OpenStack way, and the keystoneauth transport built on them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+from nova_orphans.observe.errors import NovaAuthFailed, NovaError, NovaUnreachable
+from nova_orphans.observe.nova import MICROVERSION
+
+
+class CredentialsMissing(Exception):
+    """Neither a clouds.yaml cloud nor a keystoneauth plugin is configured."""
+
+
+class KeystoneTransport:
+    """``Transport`` over a keystoneauth adapter for the compute service."""
+
+    def __init__(self, adapter: ks_adapter.Adapter) -> None:
+        self._adapter = adapter
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """GET ``path`` on the compute endpoint at our pinned microversion."""
+        try:
+            response = self._adapter.get(
+                path,
+                raise_exc=False,
+                microversion=MICROVERSION,
+                headers={"Accept": "application/json"},
+            )
+        except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
+            raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            raise NovaUnreachable(endpoint=self._endpoint(), reason=_one_line(exc)) from exc
+        except ks_exc.ClientException as exc:
+            raise NovaError(reason=_one_line(exc)) from exc
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        return response.status_code, body
+
+    def _endpoint(self) -> str:
+        try:
+            return str(self._adapter.get_endpoint())
+        except ks_exc.ClientException:
+            return "the configured endpoint"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def transport_from_conf(conf: cfg.ConfigOpts, group: str = "nova") -> KeystoneTransport:
+    """Build the transport from ``[nova] cloud`` or the section's keystoneauth options."""
+    section = conf[group]
+    if section.cloud:
+        return KeystoneTransport(_adapter_from_cloud(section.cloud))
+    auth = ks_loading.load_auth_from_conf_options(conf, group)
+    if auth is None:
+        raise CredentialsMissing(f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml)")
+    session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    adapter = ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
+    return KeystoneTransport(adapter)
+
+
+def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
+    # Imported here: openstacksdk is slow to import and only this path needs it.
+    from openstack import config as os_config
+    from openstack import exceptions as os_exc
+
+    try:
+        region = os_config.OpenStackConfig().get_one(cloud=cloud)
+    except os_exc.ConfigException as exc:
+        raise CredentialsMissing(f"clouds.yaml: {_one_line(exc)}") from exc
+    adapter: ks_adapter.Adapter = region.get_session_client("compute")
+    return adapter
