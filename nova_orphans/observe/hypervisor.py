@@ -1,0 +1,211 @@
+"""Read-only observer of the libvirt domains on one host.
+
+The connection is opened read-only: nothing here can change a domain. Bulk
+calls (``getAllDomainStats``, ``listAllDomains``) list the domains; each domain
+then costs one ``XMLDesc``, one or two ``metadata`` calls and, when active, one
+``jobInfo``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import libvirt
+
+from nova_orphans.core import model
+from nova_orphans.observe import domain_xml, errors
+
+_STATES = {
+    libvirt.VIR_DOMAIN_NOSTATE: model.DomainState.NOSTATE,
+    libvirt.VIR_DOMAIN_RUNNING: model.DomainState.RUNNING,
+    libvirt.VIR_DOMAIN_BLOCKED: model.DomainState.BLOCKED,
+    libvirt.VIR_DOMAIN_PAUSED: model.DomainState.PAUSED,
+    libvirt.VIR_DOMAIN_SHUTDOWN: model.DomainState.SHUTDOWN,
+    libvirt.VIR_DOMAIN_SHUTOFF: model.DomainState.SHUTOFF,
+    libvirt.VIR_DOMAIN_CRASHED: model.DomainState.CRASHED,
+    libvirt.VIR_DOMAIN_PMSUSPENDED: model.DomainState.PMSUSPENDED,
+}
+# (state, reason) pairs that by themselves mean a migration is under way,
+# e.g. the paused incoming copy on the destination or a post-copy phase.
+_MIGRATING = frozenset(
+    {
+        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_MIGRATION),
+        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_POSTCOPY),
+        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED),
+        (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_POSTCOPY),
+        (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_POSTCOPY_FAILED),
+    }
+)
+_INACTIVE = (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED, libvirt.VIR_DOMAIN_NOSTATE)
+_JOB_RUNNING = (libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
+
+
+class LibvirtObserver:
+    """Lists the domains of one libvirt connection as ``model.Domain`` records.
+
+    Use ``LibvirtObserver.open(uri)``, ideally as a context manager.
+    """
+
+    def __init__(self, conn: libvirt.virConnect, uri: str) -> None:
+        self._conn = conn
+        self._uri = uri
+        self._jobs_supported = True
+
+    @classmethod
+    def open(cls, uri: str) -> LibvirtObserver:
+        """Open ``uri`` read-only; raise ``HypervisorUnreachable`` when that fails."""
+        libvirt.registerErrorHandler(_ignore_error, None)
+        try:
+            conn = libvirt.openReadOnly(uri)
+        except libvirt.libvirtError as err:
+            raise errors.HypervisorUnreachable(uri=uri, reason=_reason(err)) from err
+        if conn is None:  # very old bindings return None instead of raising
+            raise errors.HypervisorUnreachable(uri=uri, reason="connection failed")
+        return cls(conn, uri)
+
+    @property
+    def uri(self) -> str:
+        """The URI this observer was opened with."""
+        return self._uri
+
+    def close(self) -> None:
+        """Close the connection; errors while closing are irrelevant and ignored."""
+        with contextlib.suppress(libvirt.libvirtError):
+            self._conn.close()
+
+    def __enter__(self) -> LibvirtObserver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def list_domains(self) -> tuple[model.Domain, ...]:
+        """Every domain, active and inactive, in libvirt's order.
+
+        A domain that vanishes while it is being read is left out (it is gone);
+        any other libvirt failure raises ``HypervisorError``.
+        """
+        try:
+            stats = self._conn.getAllDomainStats(libvirt.VIR_DOMAIN_STATS_STATE, 0)
+            transient = {
+                dom.UUIDString()
+                for dom in self._conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)
+            }
+        except libvirt.libvirtError as err:
+            raise self._error(err) from err
+        found = []
+        for dom, record in stats:
+            state, reason = _state_of(record)
+            domain = self._read(dom, state, reason, dom.UUIDString() not in transient)
+            if domain is not None:
+                found.append(domain)
+        return tuple(found)
+
+    def lookup_domain(self, uuid: str) -> model.Domain | None:
+        """A fresh read of one domain by UUID; None when there is no such domain."""
+        try:
+            dom = self._conn.lookupByUUIDString(uuid)
+            state, reason = dom.state()
+            persistent = bool(dom.isPersistent())
+        except libvirt.libvirtError as err:
+            if _is_gone(err):
+                return None
+            raise self._error(err) from err
+        return self._read(dom, state, reason, persistent)
+
+    def _read(
+        self, dom: libvirt.virDomain, state: int, reason: int, persistent: bool
+    ) -> model.Domain | None:
+        try:
+            xml = dom.XMLDesc(0)
+            found = _metadata_element(dom)
+            job_active = self._job_active(dom, state, reason)
+        except libvirt.libvirtError as err:
+            if _is_gone(err):
+                return None
+            raise self._error(err) from err
+        try:
+            disks, interfaces = domain_xml.parse_devices(xml)
+        except domain_xml.DomainXMLError as err:
+            raise errors.HypervisorError(uri=self._uri, reason=f"{dom.name()}: {err}") from err
+        metadata, metadata_error = _parse_metadata(found)
+        return model.Domain(
+            uuid=dom.UUIDString(),
+            name=dom.name(),
+            state=_STATES.get(state, model.DomainState.NOSTATE),
+            persistent=persistent,
+            job_active=job_active,
+            metadata=metadata,
+            metadata_error=metadata_error,
+            disks=disks,
+            interfaces=interfaces,
+        )
+
+    def _job_active(self, dom: libvirt.virDomain, state: int, reason: int) -> bool:
+        if (state, reason) in _MIGRATING:
+            return True
+        if state in _INACTIVE or not self._jobs_supported:
+            return False
+        try:
+            job_type = dom.jobInfo()[0]
+        except libvirt.libvirtError as err:
+            code = err.get_error_code()
+            if code == libvirt.VIR_ERR_NO_SUPPORT:
+                # NOTE: a driver without job support (the test driver) cannot
+                # migrate either; stop asking it for every domain.
+                self._jobs_supported = False
+                return False
+            if code == libvirt.VIR_ERR_OPERATION_INVALID:
+                # NOTE: libvirt refuses job info on e.g. an incoming migration's
+                # destination; when we cannot tell, assume a job is running.
+                return True
+            raise
+        return job_type in _JOB_RUNNING
+
+    def _error(self, err: libvirt.libvirtError) -> errors.HypervisorError:
+        return errors.HypervisorError(uri=self._uri, reason=_reason(err))
+
+
+def _metadata_element(dom: libvirt.virDomain) -> tuple[str, str] | None:
+    """The Nova metadata element and its namespace, newest namespace first."""
+    for namespace in domain_xml.NOVA_NAMESPACES:
+        try:
+            return dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, namespace), namespace
+        except libvirt.libvirtError as err:
+            if err.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN_METADATA:
+                raise
+    return None
+
+
+def _parse_metadata(
+    found: tuple[str, str] | None,
+) -> tuple[model.NovaMetadata | None, str | None]:
+    if found is None:
+        return None, None
+    try:
+        return domain_xml.parse_nova_metadata(*found), None
+    except domain_xml.MetadataError as err:
+        return None, str(err)
+
+
+def _state_of(record: dict[str, int]) -> tuple[int, int]:
+    return record.get("state.state", libvirt.VIR_DOMAIN_NOSTATE), record.get("state.reason", 0)
+
+
+def _is_gone(err: libvirt.libvirtError) -> bool:
+    return bool(err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN)
+
+
+def _reason(err: libvirt.libvirtError) -> str:
+    """libvirt's message on one line."""
+    return " ".join(str(err.get_error_message() or err).split())
+
+
+def _ignore_error(_ctx: object, _err: object) -> None:
+    """Keep libvirt from printing every error to stderr; we report them ourselves."""
