@@ -1,0 +1,78 @@
+"""Render an audit report for people (table) or programs (JSON)."""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any
+
+from nova_orphans.core.model import Finding
+from nova_orphans.pipeline import AuditReport
+
+COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
+
+
+def finding_record(finding: Finding) -> dict[str, Any]:
+    """One finding as plain JSON-ready data."""
+    domain, server = finding.domain, finding.server
+    meta = domain.metadata if domain else None
+    return {
+        "uuid": finding.uuid,
+        "name": finding.name,
+        "kind": finding.kind.value,
+        "reason": finding.reason,
+        "domain_state": domain.state.value if domain else None,
+        "domain_job_active": domain.job_active if domain else None,
+        "display_name": meta.display_name if meta else (server.name if server else None),
+        "project_id": meta.project_id if meta else None,
+        "user_id": meta.user_id if meta else None,
+        "flavor": meta.flavor if meta else None,
+        "nova_host": server.host if server else None,
+        "nova_status": server.status if server else None,
+        "vm_state": server.vm_state if server else None,
+        "task_state": server.task_state if server else None,
+        "deleted_at": server.deleted_at.isoformat() if server and server.deleted_at else None,
+        "disks": [vars(d) for d in domain.disks] if domain else [],
+        "interfaces": [vars(i) for i in domain.interfaces] if domain else [],
+    }
+
+
+def render_json(report: AuditReport) -> str:
+    """The report as one JSON document."""
+    return json.dumps(
+        {
+            "host": report.host,
+            "checked_at": report.checked_at.isoformat(),
+            "findings": [finding_record(f) for f in report.findings],
+        },
+        indent=2,
+    )
+
+
+def render_table(report: AuditReport) -> str:
+    """The report as an aligned table with a summary line."""
+    rows = [
+        (
+            f.kind.value,
+            f.uuid,
+            f.name,
+            f.domain.state.value if f.domain else "-",
+            (f.server.host or "-") if f.server else "-",
+            (f.server.vm_state or "-") if f.server else "-",
+            (f.server.task_state or "-") if f.server else "-",
+            f.reason,
+        )
+        for f in report.findings
+    ]
+    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in [COLUMNS, *rows]
+    ]
+    return "\n".join([*(lines if rows else []), _summary(report)])
+
+
+def _summary(report: AuditReport) -> str:
+    counts = collections.Counter(f.kind.value for f in report.findings)
+    parts = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no findings"
+    return f"host {report.host} at {report.checked_at.isoformat()}: {parts}"

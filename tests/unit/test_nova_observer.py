@@ -1,0 +1,185 @@
+"""The Nova observer fails closed and keeps its request budget."""
+
+from __future__ import annotations
+
+import urllib.parse
+import uuid as uuidlib
+from typing import Any
+
+import pytest
+
+from nova_orphans.observe.errors import (
+    NovaAuthFailed,
+    NovaBadAnswer,
+    NovaError,
+    NovaUnreachable,
+)
+from nova_orphans.observe.nova import NovaObserver, default_retry
+
+HOST = "cmp-1"
+
+
+def srv(host: str | None = HOST, status: str = "ACTIVE", **kw: Any) -> dict[str, Any]:
+    item = {
+        "id": kw.pop("id", str(uuidlib.uuid4())),
+        "name": "vm",
+        "status": status,
+        "OS-EXT-SRV-ATTR:host": host,
+        "OS-EXT-STS:vm_state": "deleted" if status == "DELETED" else "active",
+        "OS-EXT-STS:task_state": None,
+        "updated": "2026-11-01T12:00:00Z",
+        "OS-SRV-USG:terminated_at": "2026-11-01T11:59:00.000000" if status == "DELETED" else None,
+    }
+    item.update(kw)
+    return item
+
+
+class ScriptedNova:
+    """Answers by path prefix with canned (status, body) pairs, or a callable; counts calls."""
+
+    def __init__(self, servers: list[dict[str, Any]] | None = None) -> None:
+        self.servers = servers or []
+        self.migrations: list[dict[str, Any]] = []
+        self.requests: list[str] = []
+        self.override: Any = None
+
+    def get(self, path: str) -> tuple[int, Any]:
+        self.requests.append(path)
+        if self.override is not None:
+            return self.override(path)
+        url = urllib.parse.urlparse(path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/os-migrations":
+            return 200, {"migrations": self.migrations}
+        if "uuid" in q:
+            return 200, {"servers": [s for s in self.servers if s["id"] == q["uuid"]]}
+        live = [
+            s
+            for s in self.servers
+            if s["OS-EXT-SRV-ATTR:host"] == q["host"] and s["status"] != "DELETED"
+        ]
+        start = next((i + 1 for i, s in enumerate(live) if s["id"] == q.get("marker")), 0)
+        return 200, {"servers": live[start : start + int(q["limit"])]}
+
+
+def observer(nova: ScriptedNova, page_size: int = 1000) -> NovaObserver:
+    return NovaObserver(nova, page_size=page_size, retry=lambda call: call())
+
+
+def test_requests_are_constant_plus_one_per_unexplained_domain():
+    servers = [srv() for _ in range(250)]
+    nova = ScriptedNova(servers + [srv(status="DELETED", host=HOST)])
+    orphan = nova.servers[-1]["id"]
+    view = observer(nova, page_size=100).observe(HOST, [s["id"] for s in servers] + [orphan])
+    assert len(view.servers_here) == 250
+    assert view.lookups[orphan] is not None and view.lookups[orphan].deleted
+    # 3 pages of servers + 1 lookup + 1 migration page
+    assert len(nova.requests) == 5
+
+
+def test_paging_returns_every_server_exactly_once():
+    servers = [srv() for _ in range(1000)]
+    view = observer(ScriptedNova(servers), page_size=100).observe(HOST, [])
+    assert set(view.servers_here) == {s["id"] for s in servers}
+
+
+def test_a_repeated_page_is_an_error_not_a_shorter_list():
+    servers = [srv() for _ in range(20)]
+    nova = ScriptedNova(servers)
+    nova.override = lambda path: (200, {"servers": servers[:10]})
+    with pytest.raises(NovaBadAnswer, match="listed twice"):
+        observer(nova, page_size=10).observe(HOST, [])
+
+
+def test_a_page_longer_than_asked_is_an_error():
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, {"servers": [srv() for _ in range(11)]})
+    with pytest.raises(NovaBadAnswer, match="longer"):
+        observer(nova, page_size=10).observe(HOST, [])
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_refused_credentials_raise(status):
+    nova = ScriptedNova()
+    nova.override = lambda path: (
+        status,
+        {"error": {"message": "The request you have made requires authentication."}},
+    )
+    with pytest.raises(NovaAuthFailed, match="requires authentication"):
+        observer(nova).observe(HOST, [])
+
+
+def test_server_errors_are_retried_then_raised():
+    nova = ScriptedNova()
+    nova.override = lambda path: (503, None)
+    obs = NovaObserver(nova, retry=default_retry(attempts=3, wait_seconds=0))
+    with pytest.raises(NovaError, match="503"):
+        obs.observe(HOST, [])
+    assert len(nova.requests) == 3
+
+
+def test_a_transient_error_then_success_is_fine():
+    nova = ScriptedNova([srv()])
+    answers = iter([(500, None)])
+    real = nova.get
+    nova.get = lambda path: next(answers, None) or real(path)  # type: ignore[method-assign]
+    view = NovaObserver(nova, retry=default_retry(attempts=3, wait_seconds=0)).observe(HOST, [])
+    assert len(view.servers_here) == 1
+
+
+def test_unreachable_nova_raises():
+    nova = ScriptedNova()
+
+    def down(path: str) -> tuple[int, Any]:
+        raise NovaUnreachable(endpoint="http://nova", reason="connection refused")
+
+    nova.override = down
+    with pytest.raises(NovaUnreachable):
+        observer(nova).observe(HOST, [])
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (None, "no 'servers' list"),
+        ({"servers": "nope"}, "no 'servers' list"),
+        ({"servers": [{"id": "not-a-uuid", "OS-EXT-SRV-ATTR:host": HOST}]}, "no UUID"),
+        ({"servers": [{"id": str(uuidlib.uuid4()), "status": "ACTIVE"}]}, "admin role"),
+        ({"servers": [srv(host="cmp-9")]}, "not 'cmp-1'"),
+        (
+            {"servers": [srv(status="DELETED", **{"OS-SRV-USG:terminated_at": "yesterday"})]},
+            "bad time",
+        ),
+    ],
+    ids=[
+        "empty body",
+        "servers not a list",
+        "garbage id",
+        "no admin attributes",
+        "host filter ignored",
+        "garbage time",
+    ],
+)
+def test_garbage_answers_raise(body, match):
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, body)
+    with pytest.raises(NovaBadAnswer, match=match):
+        observer(nova).servers_on_host(HOST) if "DELETED" not in str(body) else observer(
+            nova
+        ).lookup(body["servers"][0]["id"])
+
+
+def test_a_lookup_that_ignores_the_uuid_filter_raises():
+    nova = ScriptedNova([srv(host="cmp-2"), srv(host="cmp-3")])
+    nova.override = lambda path: (200, {"servers": nova.servers})
+    with pytest.raises(NovaBadAnswer, match="ignored the uuid filter"):
+        observer(nova).lookup(nova.servers[0]["id"])
+
+
+def test_lookup_distinguishes_live_deleted_and_never_heard_of():
+    live, gone = srv(host="cmp-2"), srv(status="DELETED")
+    obs = observer(ScriptedNova([live, gone]))
+    assert obs.lookup(live["id"]).host == "cmp-2"
+    record = obs.lookup(gone["id"])
+    assert record.deleted and record.deleted_at.isoformat() == "2026-11-01T11:59:00+00:00"
+    assert obs.lookup(str(uuidlib.uuid4())) is None
