@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what nova-orphans needs into ./.venv (as root on Debian: system packages via apt-get).
+#   scripts/setup.sh          the tool itself (libvirt client library and headers, Python deps)
+#   scripts/setup.sh --test   plus the test tools and the services the integration tests run:
+#                             libvirtd + QEMU, and (via tests/e2e/stack/install.sh) MariaDB,
+#                             RabbitMQ and a Nova control plane from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WITH_TESTS=0
+[ "${1:-}" = "--test" ] && WITH_TESTS=1
+
+apt_install() {
+    local missing=()
+    for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+apt_install pkg-config libvirt-dev gcc python3-dev python3-venv
+if [ "$WITH_TESTS" = 1 ]; then
+    apt_install libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
+fi
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null
+if [ "$WITH_TESTS" = 1 ]; then
+    .venv/bin/pip install -q -e '.[test]'
+    bash tests/e2e/stack/install.sh
+else
+    .venv/bin/pip install -q -e .
+fi
