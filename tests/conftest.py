@@ -13,7 +13,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = terminalreporter.stats.get("skipped", [])
     if REQUIRE_SERVICES and skipped:
         terminalreporter.write_line(
-            f"{len(skipped)} test(s) skipped while NOVA_ORPHANS_REQUIRE_SERVICES=1: failing the run",
+            f"{len(skipped)} test(s) skipped under NOVA_ORPHANS_REQUIRE_SERVICES=1: run fails",
             red=True,
         )
 
