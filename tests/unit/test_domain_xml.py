@@ -40,9 +40,7 @@ DISK_CASES = [
         "<disk type='network' device='disk'><source protocol='iscsi' "
         "name='iqn.2010-10.org.openstack:volume-1/1'><host name='192.0.2.2' port='3260'/>"
         "</source><target dev='vdc'/></disk>",
-        model.Disk(
-            "vdc", "disk", "network", "iscsi:iqn.2010-10.org.openstack:volume-1/1", "iscsi"
-        ),
+        model.Disk("vdc", "disk", "network", "iscsi:iqn.2010-10.org.openstack:volume-1/1", "iscsi"),
         id="an iscsi disk is protocol:iqn/lun",
     ),
     pytest.param(
@@ -227,9 +225,11 @@ def test_unreadable_metadata_raises_one_line_error(text: str, message: str) -> N
 @given(st.text(max_size=200))
 def test_any_text_gives_metadata_or_metadata_error(text: str) -> None:
     try:
-        domain_xml.parse_nova_metadata(text, NS10)
-    except domain_xml.MetadataError:
-        pass
+        meta = domain_xml.parse_nova_metadata(text, NS10)
+    except domain_xml.MetadataError as err:
+        assert "\n" not in str(err)
+    else:
+        assert meta.namespace == NS10
 
 
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=50))
