@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import uuid
 from collections.abc import Sequence
 
 from keystoneauth1 import loading as ks_loading
@@ -153,10 +154,15 @@ def host_settings(
         instances_path=conf.instances_path
         or (nova.instances_path if nova else None)
         or DEFAULT_INSTANCES_PATH,
-        deny=DenyList(
-            frozenset(u.lower() for u in conf.deny_uuids), tuple(conf.deny_name_patterns)
-        ),
+        deny=DenyList(frozenset(_uuids(conf.deny_uuids)), tuple(conf.deny_name_patterns)),
     )
+
+
+def _uuids(values: Sequence[str]) -> list[str]:
+    try:
+        return [str(uuid.UUID(v.strip())) for v in values]
+    except ValueError as exc:
+        raise ConfigError(f"deny_uuids: {values!r} holds a value that is not a UUID") from exc
 
 
 def _read_nova_conf(path: str) -> cfg.ConfigOpts:
