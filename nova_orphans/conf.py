@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_orphans.core.classify import DenyList
+from nova_orphans.core.model import Selector
 
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 DEFAULT_LIBVIRT_URI = "qemu:///system"
@@ -137,7 +137,7 @@ class HostSettings:
     host: str
     libvirt_uri: str
     instances_path: str
-    deny: DenyList
+    deny: Selector
 
 
 def host_settings(
@@ -154,7 +154,7 @@ def host_settings(
         instances_path=conf.instances_path
         or (nova.instances_path if nova else None)
         or DEFAULT_INSTANCES_PATH,
-        deny=DenyList(frozenset(_uuids(conf.deny_uuids)), tuple(conf.deny_name_patterns)),
+        deny=Selector(frozenset(_uuids(conf.deny_uuids)), tuple(conf.deny_name_patterns)),
     )
 
 

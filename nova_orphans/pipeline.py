@@ -7,8 +7,8 @@ import datetime
 from collections.abc import Sequence
 from typing import Protocol
 
-from nova_orphans.core.classify import DenyList, classify
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind
+from nova_orphans.core.classify import classify
+from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
 from nova_orphans.observe.nova import NovaObserver
 
 
@@ -42,7 +42,7 @@ def audit(
     nova: NovaObserver,
     host: str,
     now: datetime.datetime,
-    deny: DenyList | None = None,
+    deny: Selector | None = None,
 ) -> AuditReport:
     """Observe the host's domains and Nova's view of it, and classify; changes nothing.
 

@@ -7,11 +7,9 @@ guest Nova is still busy with can never come out as an orphan.
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
 from collections.abc import Iterable
 
-from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Server
+from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
 
 #: Migration statuses during which the source and destination both legitimately
 #: hold a domain. NOTE: "finished" means a resize/cold migration waits for the
@@ -46,28 +44,14 @@ SHELVED_OFFLOADED_VM_STATE = "shelved_offloaded"
 BUILDING_VM_STATE = "building"
 
 
-@dataclasses.dataclass(frozen=True)
-class DenyList:
-    """Guests the operator declared off-limits, by UUID or by domain-name pattern."""
-
-    uuids: frozenset[str] = frozenset()
-    name_patterns: tuple[str, ...] = ()
-
-    def covers(self, domain: Domain) -> bool:
-        """True when the operator deny-listed this domain."""
-        return domain.uuid in self.uuids or any(
-            fnmatch.fnmatchcase(domain.name, pattern) for pattern in self.name_patterns
-        )
-
-
 def classify(
-    domains: Iterable[Domain], nova: NovaView, deny: DenyList | None = None
+    domains: Iterable[Domain], nova: NovaView, deny: Selector | None = None
 ) -> list[Finding]:
     """Return the findings for one host, most urgent kinds first.
 
     Domains whose server Nova manages on this host produce no finding.
     """
-    deny = deny or DenyList()
+    deny = deny or Selector()
     domains = list(domains)
     findings = [f for d in domains if (f := _classify_domain(d, nova, deny)) is not None]
     findings.extend(_lost(domains, nova))
@@ -75,7 +59,7 @@ def classify(
     return sorted(findings, key=lambda f: (order.index(f.kind), f.uuid))
 
 
-def _classify_domain(domain: Domain, nova: NovaView, deny: DenyList) -> Finding | None:
+def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding | None:
     server = nova.servers_here.get(domain.uuid) or nova.lookups.get(domain.uuid)
 
     def finding(kind: Kind, reason: str) -> Finding:

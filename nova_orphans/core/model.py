@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import fnmatch
 
 
 class DomainState(str, enum.Enum):
@@ -85,6 +86,25 @@ class Domain:
     def is_active(self) -> bool:
         """True when the guest is consuming CPU/memory (running, paused, blocked…)."""
         return self.state not in (DomainState.SHUTOFF, DomainState.CRASHED, DomainState.NOSTATE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Selector:
+    """A set of guests named by UUID or by domain-name pattern."""
+
+    uuids: frozenset[str] = frozenset()
+    name_patterns: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when the selector names nothing."""
+        return not self.uuids and not self.name_patterns
+
+    def covers(self, domain: Domain) -> bool:
+        """True when ``domain`` is named by this selector."""
+        return domain.uuid in self.uuids or any(
+            fnmatch.fnmatchcase(domain.name, pattern) for pattern in self.name_patterns
+        )
 
 
 @dataclasses.dataclass(frozen=True)

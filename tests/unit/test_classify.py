@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_orphans.core.classify import DenyList, classify
+from nova_orphans.core.classify import classify
 from nova_orphans.core.model import (
     Domain,
     DomainState,
@@ -17,6 +17,7 @@ from nova_orphans.core.model import (
     Migration,
     NovaMetadata,
     NovaView,
+    Selector,
     Server,
 )
 
@@ -199,7 +200,7 @@ CASES = [
         "a deny-listed UUID is protected",
         [domain()],
         looked_up(None),
-        DenyList(uuids=frozenset({U})),
+        Selector(uuids=frozenset({U})),
         Kind.PROTECTED,
         "deny-listed",
     ),
@@ -207,7 +208,7 @@ CASES = [
         "a deny-listed name pattern is protected",
         [domain()],
         looked_up(deleted),
-        DenyList(name_patterns=("instance-*",)),
+        Selector(name_patterns=("instance-*",)),
         Kind.PROTECTED,
         "deny-listed",
     ),

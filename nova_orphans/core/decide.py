@@ -1,0 +1,148 @@
+"""Decide, for each finding of a cycle, whether a destructive step is due. Pure.
+
+Deciders never act (the actuator does); they only say what is due and why, or
+why not yet. Every guard that can say "not now" is here, in one place, in the
+order an operator would check them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable, Mapping
+
+from nova_orphans.core.model import ACTIONABLE_KINDS, Finding, Kind
+from nova_orphans.core.policy import Action, Policy, Step
+from nova_orphans.core.sightings import Sighting
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What to do about one finding this cycle. ``step`` None means: only log."""
+
+    finding: Finding
+    action: Action
+    step: Step | None
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """All decisions of a cycle; ``brake`` says why the whole cycle only reports."""
+
+    decisions: list[Decision]
+    brake: str | None = None
+
+    @property
+    def steps(self) -> list[Decision]:
+        """The decisions that carry a destructive step, in execution order."""
+        return [d for d in self.decisions if d.step is not None]
+
+
+def decide(
+    findings: Iterable[Finding],
+    sightings: Mapping[str, Sighting],
+    policy: Policy,
+    now: datetime.datetime,
+    nova_guests: int,
+    servers_here: int,
+) -> Plan:
+    """Plan the cycle.
+
+    ``nova_guests``: domains on the host carrying Nova metadata;
+    ``servers_here``: live servers Nova places on the host.
+    """
+    findings = list(findings)
+    brake = _brake(findings, policy, nova_guests, servers_here)
+    due: list[Decision] = []
+    decisions: list[Decision] = []
+    for finding in findings:
+        decision = _decide_one(finding, sightings.get(finding.uuid), policy, now)
+        if decision.step is not None and brake:
+            decision = dataclasses.replace(decision, step=None, why=f"brake: {brake}")
+        (due if decision.step is not None else decisions).append(decision)
+    due.sort(key=lambda d: (_first_seen(d, sightings), d.finding.uuid))
+    for rank, decision in enumerate(due):
+        if rank >= policy.max_actions_per_cycle:
+            decision = dataclasses.replace(
+                decision,
+                step=None,
+                why=f"max_actions_per_cycle ({policy.max_actions_per_cycle}) reached",
+            )
+        decisions.append(decision)
+    return Plan(decisions, brake)
+
+
+def _first_seen(decision: Decision, sightings: Mapping[str, Sighting]) -> datetime.datetime:
+    sighting = sightings.get(decision.finding.uuid)
+    return (
+        sighting.first_seen
+        if sighting
+        else datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
+    )
+
+
+def _brake(
+    findings: list[Finding], policy: Policy, nova_guests: int, servers_here: int
+) -> str | None:
+    """Why the world looks too wrong to act in, or None."""
+    if nova_guests and not servers_here:
+        return (
+            f"Nova reports no servers on this host while libvirt holds {nova_guests} "
+            "guests with Nova metadata"
+        )
+    orphans = sum(1 for f in findings if f.kind in ACTIONABLE_KINDS)
+    if nova_guests and orphans >= policy.brake_min_orphans:
+        fraction = orphans / nova_guests
+        if fraction > policy.max_orphan_fraction:
+            return (
+                f"{orphans} of {nova_guests} Nova guests look orphaned "
+                f"({fraction:.0%} > max_orphan_fraction {policy.max_orphan_fraction:.0%})"
+            )
+    return None
+
+
+def _decide_one(
+    finding: Finding, sighting: Sighting | None, policy: Policy, now: datetime.datetime
+) -> Decision:
+    action = policy.action_for(finding.kind)
+
+    def wait(why: str) -> Decision:
+        return Decision(finding, action, None, why)
+
+    if action is Action.LOG:
+        return wait(
+            "log only"
+            if finding.kind in ACTIONABLE_KINDS
+            else f"{finding.kind.value}: never acted on"
+        )
+    domain = finding.domain
+    if domain is None or sighting is None:
+        return wait("no domain to act on")
+    if not policy.allow.empty and not policy.allow.covers(domain):
+        return wait("not in the allow list")
+    left = _grace_left(finding, sighting, policy, now)
+    if left > 0:
+        return wait(f"inside grace_period ({left:.0f}s left)")
+    if sighting.consecutive < policy.sightings_required:
+        return wait(f"seen {sighting.consecutive} of {policy.sightings_required} cycles")
+    if domain.job_active:
+        return wait("a libvirt job is running on the domain")
+    if domain.is_active:
+        return Decision(finding, action, Step.STOP, f"{action.value}: stop first")
+    if action is Action.STOP:
+        return wait("stopped; stays defined (action stop)")
+    since = sighting.inactive_since or now
+    left = policy.reap_delay - (now - since).total_seconds()
+    if left > 0:
+        return wait(f"stopped; reap in {left:.0f}s (reap_delay)")
+    return Decision(finding, action, Step.REAP, "reap: stopped for reap_delay")
+
+
+def _grace_left(
+    finding: Finding, sighting: Sighting, policy: Policy, now: datetime.datetime
+) -> float:
+    start = sighting.first_seen
+    if finding.kind is Kind.DELETED and finding.server and finding.server.deleted_at:
+        start = finding.server.deleted_at
+    return policy.grace_period - (now - start).total_seconds()

@@ -1,0 +1,59 @@
+"""What the operator allows the agent to do, as plain data (built from the config elsewhere)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+
+from nova_orphans.core.model import ACTIONABLE_KINDS, Kind, Selector
+
+
+class Action(str, enum.Enum):
+    """What the operator configured for a kind of finding."""
+
+    LOG = "log"
+    STOP = "stop"
+    REAP = "reap"
+
+
+class Step(str, enum.Enum):
+    """One destructive step the actuator may take in a cycle.
+
+    ``stop``: graceful shutdown, then power off; the domain stays defined.
+    ``reap``: quarantine the domain XML (and, for deleted/unknown, the instance
+    directory), then undefine. A running guest is always stopped first.
+    """
+
+    STOP = "stop"
+    REAP = "reap"
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """The agent's rules of engagement. Every default is the cautious one."""
+
+    #: Per-kind action; kinds not listed, and every kind outside ACTIONABLE_KINDS, only log.
+    actions: Mapping[Kind, Action] = dataclasses.field(default_factory=dict)
+    #: Seconds a finding must exist before any step: for ``deleted`` counted from Nova's
+    #: deletion time, for the other kinds from the first sighting.
+    grace_period: float = 3600.0
+    #: Consecutive cycles a finding must be seen, unchanged in kind, before any step.
+    sightings_required: int = 3
+    #: Seconds a reap-bound guest stays stopped (and so recoverable in place) before it is reaped.
+    reap_delay: float = 86400.0
+    #: Destructive steps per cycle, at most.
+    max_actions_per_cycle: int = 1
+    #: Above this fraction of Nova-marked domains being actionable orphans, the cycle only reports.
+    max_orphan_fraction: float = 0.5
+    #: The fraction brake applies from this many actionable orphans on (one orphan on a host
+    #: with one other guest is ordinary).
+    brake_min_orphans: int = 2
+    #: When not empty, only these guests may be acted on.
+    allow: Selector = dataclasses.field(default_factory=Selector)
+
+    def action_for(self, kind: Kind) -> Action:
+        """The configured action for ``kind``; never anything but LOG outside ACTIONABLE_KINDS."""
+        if kind not in ACTIONABLE_KINDS:
+            return Action.LOG
+        return self.actions.get(kind, Action.LOG)

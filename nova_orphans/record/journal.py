@@ -1,0 +1,213 @@
+"""The SQLite journal: sightings across cycles, every intent and its outcome, quarantine.
+
+Every destructive step is written as an intent *before* it starts and gets its
+outcome *after*; an intent without an outcome after a crash is reconciled on the
+next start, never repeated blindly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import sqlite3
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from nova_orphans.core.model import Kind
+from nova_orphans.core.sightings import Sighting
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sightings (
+    uuid TEXT PRIMARY KEY, kind TEXT NOT NULL, first_seen TEXT NOT NULL,
+    last_seen TEXT NOT NULL, consecutive INTEGER NOT NULL, inactive_since TEXT);
+CREATE TABLE IF NOT EXISTS intents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, kind TEXT NOT NULL,
+    step TEXT NOT NULL, dry_run INTEGER NOT NULL, started_at TEXT NOT NULL,
+    outcome TEXT, finished_at TEXT, detail TEXT);
+CREATE INDEX IF NOT EXISTS intents_uuid ON intents (uuid);
+CREATE TABLE IF NOT EXISTS quarantine (
+    uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
+    files_moved INTEGER NOT NULL, leftovers TEXT NOT NULL, restored_at TEXT, purged_at TEXT,
+    PRIMARY KEY (uuid, reaped_at));
+"""
+
+
+class JournalError(Exception):
+    """The journal cannot be opened or written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Intent:
+    """One step the agent meant to take, and what came of it (None: no outcome yet)."""
+
+    id: int
+    uuid: str
+    kind: str
+    step: str
+    dry_run: bool
+    started_at: str
+    outcome: str | None
+    finished_at: str | None
+    detail: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class QuarantineEntry:
+    """A reaped guest kept for ``restore``: where its XML (and files) are, what was left."""
+
+    uuid: str
+    reaped_at: str
+    kind: str
+    path: str
+    files_moved: bool
+    leftovers: list[str]
+    restored_at: str | None = None
+    purged_at: str | None = None
+
+
+def _iso(value: datetime.datetime) -> str:
+    return value.isoformat()
+
+
+def _time(value: str | None) -> datetime.datetime | None:
+    return datetime.datetime.fromisoformat(value) if value else None
+
+
+class Journal:
+    """A small, durable record in one SQLite file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"cannot open journal {path}: {exc}") from exc
+        os.chmod(path, 0o600)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    # --- sightings ---------------------------------------------------------------------
+
+    def sightings(self) -> dict[str, Sighting]:
+        """Every sighting remembered from the previous cycles."""
+        rows = self._db.execute(
+            "SELECT uuid, kind, first_seen, last_seen, consecutive, inactive_since FROM sightings"
+        )
+        return {
+            r[0]: Sighting(r[0], Kind(r[1]), _time(r[2]), _time(r[3]), r[4], _time(r[5]))  # type: ignore[arg-type]
+            for r in rows
+        }
+
+    def replace_sightings(self, sightings: Mapping[str, Sighting]) -> None:
+        """Store the sightings of the cycle just observed (and forget the rest)."""
+        with self._transaction():
+            self._db.execute("DELETE FROM sightings")
+            self._db.executemany(
+                "INSERT INTO sightings VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        s.uuid,
+                        s.kind.value,
+                        _iso(s.first_seen),
+                        _iso(s.last_seen),
+                        s.consecutive,
+                        _iso(s.inactive_since) if s.inactive_since else None,
+                    )
+                    for s in sightings.values()
+                ],
+            )
+
+    def forget(self, uuid: str) -> None:
+        """Reset a finding's sightings: it changed under us and must be seen afresh."""
+        self._db.execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
+
+    # --- intents -----------------------------------------------------------------------
+
+    def begin(self, uuid: str, kind: Kind, step: str, dry_run: bool, now: datetime.datetime) -> int:
+        """Write an intent before its step starts; returns its id."""
+        cursor = self._db.execute(
+            "INSERT INTO intents (uuid, kind, step, dry_run, started_at) VALUES (?, ?, ?, ?, ?)",
+            (uuid, kind.value, step, int(dry_run), _iso(now)),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def finish(self, intent_id: int, outcome: str, detail: str, now: datetime.datetime) -> None:
+        """Record what came of an intent."""
+        self._db.execute(
+            "UPDATE intents SET outcome = ?, detail = ?, finished_at = ? WHERE id = ?",
+            (outcome, detail, _iso(now), intent_id),
+        )
+
+    def open_intents(self) -> list[Intent]:
+        """Intents without an outcome: a step was interrupted (crash, kill)."""
+        return self._intents("WHERE outcome IS NULL ORDER BY id", ())
+
+    def history(self, uuid: str | None = None, limit: int = 1000) -> list[Intent]:
+        """The latest intents, newest first, optionally of one UUID."""
+        if uuid:
+            return self._intents("WHERE uuid = ? ORDER BY id DESC LIMIT ?", (uuid, limit))
+        return self._intents("ORDER BY id DESC LIMIT ?", (limit,))
+
+    def _intents(self, where: str, args: tuple[Any, ...]) -> list[Intent]:
+        rows = self._db.execute(
+            "SELECT id, uuid, kind, step, dry_run, started_at, outcome, finished_at, detail "
+            f"FROM intents {where}",
+            args,
+        )
+        return [Intent(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7], r[8]) for r in rows]
+
+    # --- quarantine --------------------------------------------------------------------
+
+    def add_quarantine(self, entry: QuarantineEntry) -> None:
+        """Remember a reaped guest's quarantine."""
+        self._db.execute(
+            "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.uuid,
+                entry.reaped_at,
+                entry.kind,
+                entry.path,
+                int(entry.files_moved),
+                json.dumps(entry.leftovers),
+                entry.restored_at,
+                entry.purged_at,
+            ),
+        )
+
+    def quarantine(self, include_done: bool = False) -> list[QuarantineEntry]:
+        """Quarantined guests, oldest first; by default only those still restorable."""
+        where = "" if include_done else "WHERE restored_at IS NULL AND purged_at IS NULL"
+        rows = self._db.execute(f"SELECT * FROM quarantine {where} ORDER BY reaped_at")
+        return [
+            QuarantineEntry(r[0], r[1], r[2], r[3], bool(r[4]), json.loads(r[5]), r[6], r[7])
+            for r in rows
+        ]
+
+    def close_quarantine(self, entry: QuarantineEntry, column: str, now: datetime.datetime) -> None:
+        """Mark a quarantine entry restored or purged (``column``: restored_at | purged_at)."""
+        if column not in ("restored_at", "purged_at"):
+            raise ValueError(column)
+        self._db.execute(
+            f"UPDATE quarantine SET {column} = ? WHERE uuid = ? AND reaped_at = ?",
+            (_iso(now), entry.uuid, entry.reaped_at),
+        )
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
