@@ -91,6 +91,7 @@ def build(directory: str | os.PathLike[str] | None = None) -> DemoWorld:
     """
     nova, domain_names = _build_nova()
     folder = pathlib.Path(directory or tempfile.mkdtemp(prefix="nova-orphans-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
     node_xml = folder.resolve() / "compute-1.xml"
     node_xml.write_text(node_xml_text(domain_names), encoding="utf-8")
     return DemoWorld(nova, node_xml, HOST, NOW, GUESTS)

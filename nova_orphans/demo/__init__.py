@@ -1,0 +1,1 @@
+"""The embedded demo: a simulated Nova and a libvirt test-driver world."""
