@@ -1,0 +1,1 @@
+"""The one place with side effects on guests: the actuator and its effects."""
