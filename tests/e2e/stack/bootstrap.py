@@ -1,0 +1,61 @@
+"""Create what the tests boot from: a 1 KiB raw image in Glance and a small flavor.
+
+Writes STATE/stack.json with their IDs. Run with the stack's nova venv python.
+"""
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+TOKEN = "admin:admin"
+GLANCE = "http://127.0.0.1:9292"
+NOVA = "http://127.0.0.1:8774/v2.1"
+FLAVOR_ID = "e2e-tiny"
+
+
+def call(method, url, body=None, raw=None, ctype="application/json", timeout=30):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("X-Auth-Token", TOKEN)
+    req.add_header("OpenStack-API-Version", "compute 2.1")
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        text = resp.read()
+        return resp.status, (json.loads(text) if text.strip() else None)
+
+
+def main():
+    state = sys.argv[1]
+    t0 = time.monotonic()
+    _, img = call("POST", GLANCE + "/v2/images",
+                  {"name": "e2e-raw-1k", "disk_format": "raw", "container_format": "bare",
+                   "visibility": "public"})
+    call("PUT", GLANCE + "/v2/images/%s/file" % img["id"], raw=b"\0" * 1024,
+         ctype="application/octet-stream")
+    for _ in range(100):
+        _, got = call("GET", GLANCE + "/v2/images/%s" % img["id"])
+        if got["status"] == "active":
+            break
+        time.sleep(0.2)
+    else:
+        raise SystemExit("image did not become active: %s" % got["status"])
+    try:
+        call("POST", NOVA + "/flavors",
+             {"flavor": {"name": "e2e-tiny", "ram": 64, "vcpus": 1, "disk": 1, "id": FLAVOR_ID}})
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+    info = {"image_id": img["id"], "flavor_id": FLAVOR_ID, "state_dir": state}
+    tmp = os.path.join(state, "stack.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, os.path.join(state, "stack.json"))
+    print("bootstrap done in %.1f s: %s" % (time.monotonic() - t0, info))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# A real, private Nova control plane for the end-to-end tests.
+#
+#   stack.sh start            start everything, wait until it is really ready (idempotent)
+#   stack.sh stop             stop everything this script started (by recorded PID)
+#   stack.sh status           exit 0 when the stack is up and answering, 1 otherwise
+#   stack.sh svc-stop NAME    stop one service (e.g. compute-lvhost)
+#   stack.sh svc-start NAME   start one service again and wait until it is ready
+#
+# Pieces: MariaDB and RabbitMQ (private instances on 127.0.0.1, data under $STATE), a Neutron
+# stub (:9696), placement-api (:8778), glance-api (:9292), nova-api (:8774; gunicorn, test-only
+# token filter: "X-Auth-Token: user:project"), nova-conductor, nova-scheduler, and three
+# computes: host1 and host2 (fake driver) and lvhost (real libvirt driver on qemu:///system).
+# Run install.sh first. The private libvirtd must be running for lvhost
+# (.ci/services/libvirtd.sh start).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+STACK_DIR=${STACK_DIR:-$REPO/.stack}
+STATE=${STACK_STATE:-$STACK_DIR/state}
+NV=$STACK_DIR/nova-venv
+GV=$STACK_DIR/glance-venv
+ETC=$STATE/etc
+LOG=$STATE/log
+RUN=$STATE/run
+MYSQL_PORT=${STACK_MYSQL_PORT:-13306}
+RABBIT_PORT=${STACK_RABBIT_PORT:-5673}
+RABBIT_NODE=${STACK_RABBIT_NODE:-rabbit-nova-e2e@localhost}
+MYSQL_SOCK=$STATE/mysql.sock
+DB="mysql+pymysql://stack:stack@127.0.0.1:$MYSQL_PORT"
+TOKEN=admin:admin
+COMPUTES="host1 host2 lvhost"
+# Domains the lvhost compute creates are named like this, so stop/start can clean them up
+# without touching other guests on qemu:///system.
+NAME_PREFIX=e2e-stack-
+LIBVIRT_URI=qemu:///system
+RABBITMQCTL=/usr/lib/rabbitmq/bin/rabbitmqctl
+export PATH="$STATE/bin:$NV/bin:$PATH"
+
+log() { printf '%s stack: %s\n' "$(date +%T)" "$*"; }
+die() { printf 'stack: ERROR: %s\n' "$*" >&2; exit 1; }
+since() { echo $(( $(date +%s) - $1 )); }
+ccurl() { curl -s --max-time 5 --connect-timeout 2 "$@"; }
+sql() { mariadb --no-defaults --socket="$MYSQL_SOCK" -uroot -N -B -e "$1" 2>/dev/null; }
+rabbitctl() {
+    RABBITMQ_NODENAME=$RABBIT_NODE timeout 30 "$RABBITMQCTL" -n "$RABBIT_NODE" "$@"
+}
+
+# ---------------------------------------------------------------------------- processes
+pidfile() { echo "$RUN/$1.pid"; }
+alive() {  # name
+    local f; f=$(pidfile "$1")
+    [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+# daemon NAME CMD...: run CMD in its own session (so its children die with it), log to
+# $LOG/NAME.log, record its PID. Never waited on.
+daemon() {
+    local name=$1; shift
+    if alive "$name"; then return 0; fi
+    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+    echo $! >"$(pidfile "$name")"
+}
+kill_svc() {  # name: TERM the process group, then KILL after 15 s
+    local f pid; f=$(pidfile "$1")
+    [ -s "$f" ] || return 0
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$f"
+}
+waitfor() {  # description timeout_s command...
+    local what=$1 tmo=$2; shift 2
+    local end=$(( $(date +%s) + tmo ))
+    until "$@"; do
+        [ "$(date +%s)" -lt "$end" ] || die "$what not ready within ${tmo}s (logs: $LOG)"
+        sleep 0.3
+    done
+}
+http_ok() {
+    local code; code=$(ccurl -o /dev/null -w '%{http_code}' "$@" || true)
+    [ "${code:-0}" -ge 200 ] 2>/dev/null && [ "$code" -lt 400 ]
+}
+
+# ---------------------------------------------------------------------------- config
+write_configs() {
+    mkdir -p "$ETC" "$LOG" "$RUN" "$STATE/bin" "$STATE/glance/images" "$STATE/glance/staging" \
+        "$STATE/glance/tasks"
+    printf '#!/bin/sh\n# test shim: the stack runs as root, there is no sudo here\nexec "$@"\n' \
+        >"$STATE/bin/sudo"
+    chmod +x "$STATE/bin/sudo"
+
+    # Nova's API paste pipeline with the test token filter instead of keystonemiddleware.
+    sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
+        "$NV/etc/nova/api-paste.ini" >"$ETC/api-paste.ini"
+    grep -q 'fake_auth:filter_factory' "$ETC/api-paste.ini" || die "could not patch api-paste.ini"
+
+    sed -e "s#^filters_path=.*#filters_path=$NV/etc/nova/rootwrap.d#" \
+        -e "s#^exec_dirs=.*#exec_dirs=$NV/bin,/sbin,/usr/sbin,/bin,/usr/bin,/usr/local/sbin,/usr/local/bin#" \
+        "$NV/etc/nova/rootwrap.conf" >"$ETC/rootwrap.conf"
+
+    cat >"$ETC/nova.conf" <<EOF
+[DEFAULT]
+transport_url = rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/
+my_ip = 127.0.0.1
+state_path = $STATE/nova
+use_stderr = true
+debug = false
+rootwrap_config = $ETC/rootwrap.conf
+instance_name_template = ${NAME_PREFIX}%08x
+reclaim_instance_interval = 3600
+running_deleted_instance_action = noop
+heal_instance_info_cache_interval = -1
+instance_usage_audit = false
+[api]
+max_limit = 1000
+[wsgi]
+api_paste_config = $ETC/api-paste.ini
+[api_database]
+connection = $DB/nova_api
+[database]
+connection = $DB/nova
+[oslo_concurrency]
+lock_path = $STATE/nova/lock
+[oslo_messaging_notifications]
+driver = noop
+[scheduler]
+discover_hosts_in_cells_interval = 2
+workers = 1
+[conductor]
+workers = 1
+[placement]
+auth_type = admin_token
+endpoint = http://127.0.0.1:8778
+token = $TOKEN
+region_name = RegionOne
+[neutron]
+auth_type = admin_token
+endpoint = http://127.0.0.1:9696
+token = $TOKEN
+endpoint_override = http://127.0.0.1:9696
+region_name = RegionOne
+[glance]
+endpoint_override = http://127.0.0.1:9292
+region_name = RegionOne
+[cinder]
+os_region_name = RegionOne
+[vnc]
+enabled = false
+[spice]
+enabled = false
+[serial_console]
+enabled = false
+[os_vif_ovs]
+ovsdb_connection = tcp:127.0.0.1:1
+[oslo_policy]
+enforce_scope = true
+enforce_new_defaults = true
+EOF
+
+    for h in $COMPUTES; do
+        local driver=fake.FakeDriverWithoutFakeNodes
+        [ "$h" = lvhost ] && driver=libvirt.LibvirtDriver
+        mkdir -p "$STATE/$h/instances" "$STATE/$h/lock"
+        cat >"$ETC/compute-$h.conf" <<EOF
+[DEFAULT]
+host = $h
+state_path = $STATE/$h
+instances_path = $STATE/$h/instances
+compute_driver = $driver
+running_deleted_instance_action = noop
+[oslo_concurrency]
+lock_path = $STATE/$h/lock
+[libvirt]
+virt_type = qemu
+cpu_mode = none
+connection_uri = $LIBVIRT_URI
+EOF
+    done
+
+    cat >"$ETC/placement.conf" <<EOF
+[DEFAULT]
+debug = false
+[api]
+auth_strategy = noauth2
+[placement_database]
+connection = $DB/placement
+EOF
+
+    cp "$GV/etc/glance/glance-api-paste.ini" "$ETC/glance-api-paste.ini"
+    cat >"$ETC/glance-api.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+enabled_backends = fs:file
+worker_self_reference_url = http://127.0.0.1:9292
+image_cache_dir = $STATE/glance/cache
+[database]
+connection = $DB/glance
+[paste_deploy]
+flavor =
+config_file = $ETC/glance-api-paste.ini
+[glance_store]
+default_backend = fs
+[fs]
+filesystem_store_datadir = $STATE/glance/images
+[os_glance_staging_store]
+filesystem_store_datadir = $STATE/glance/staging
+[os_glance_tasks_store]
+filesystem_store_datadir = $STATE/glance/tasks
+[oslo_policy]
+policy_file = $ETC/glance-policy.yaml
+enforce_scope = false
+enforce_new_defaults = false
+EOF
+    printf '"publicize_image": ""\n"default": ""\n' >"$ETC/glance-policy.yaml"
+}
+
+# ---------------------------------------------------------------------------- pieces
+start_mariadb() {
+    if [ ! -d "$STATE/mysql/mysql" ]; then
+        mariadb-install-db --no-defaults --datadir="$STATE/mysql" --user=root \
+            --auth-root-authentication-method=normal --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
+            die "mariadb-install-db failed (see $LOG/mariadb-install.log)"
+    fi
+    daemon mariadb mariadbd --no-defaults --datadir="$STATE/mysql" --socket="$MYSQL_SOCK" \
+        --port="$MYSQL_PORT" --bind-address=127.0.0.1 --user=root --pid-file="$STATE/mysql.pidf" \
+        --skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
+        --innodb-buffer-pool-size=128M --max-connections=1000 --skip-name-resolve
+}
+mariadb_up() { mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -uroot --connect-timeout=2 ping >/dev/null 2>&1; }
+
+start_rabbit() {
+    mkdir -p "$STATE/rabbit/mnesia" "$STATE/rabbit/log"
+    : >"$STATE/rabbit/enabled_plugins.erl"; echo '[].' >"$STATE/rabbit/enabled_plugins"
+    printf 'loopback_users = none\nlisteners.tcp.1 = 127.0.0.1:%s\n' "$RABBIT_PORT" \
+        >"$STATE/rabbit/rabbitmq.conf"
+    RABBITMQ_NODENAME=$RABBIT_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+    RABBITMQ_NODE_PORT=$RABBIT_PORT RABBITMQ_DIST_PORT=$(( RABBIT_PORT + 20000 )) \
+    RABBITMQ_MNESIA_BASE="$STATE/rabbit/mnesia" RABBITMQ_LOG_BASE="$STATE/rabbit/log" \
+    RABBITMQ_PID_FILE="$STATE/rabbit/rabbit.pid" RABBITMQ_CONFIG_FILE="$STATE/rabbit/rabbitmq.conf" \
+    RABBITMQ_ENABLED_PLUGINS_FILE="$STATE/rabbit/enabled_plugins" \
+    RABBITMQ_CONF_ENV_FILE=/dev/null RABBITMQ_ADVANCED_CONFIG_FILE="$STATE/rabbit/advanced.config" \
+        daemon rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server
+}
+rabbit_up() { rabbitctl await_startup >/dev/null 2>&1; }
+
+create_databases() {
+    sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
+         CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
+         GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
+         GRANT ALL PRIVILEGES ON *.* TO 'stack'@'localhost';
+         CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
+         CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
+         CREATE DATABASE IF NOT EXISTS glance; FLUSH PRIVILEGES;" || die "could not create databases"
+    local nm="nova-manage --config-file $ETC/nova.conf"
+    local t; t=$(date +%s)
+    ( placement-manage --config-file "$ETC/placement.conf" db sync >"$LOG/placement-dbsync.log" 2>&1 ) &
+    local p1=$!
+    ( "$GV/bin/glance-manage" --config-file "$ETC/glance-api.conf" db_sync >"$LOG/glance-dbsync.log" 2>&1 ) &
+    local p2=$!
+    { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
+      $nm db sync; } >"$LOG/nova-dbsync.log" 2>&1 || die "nova db set-up failed (see $LOG/nova-dbsync.log)"
+    wait "$p1" || die "placement db sync failed (see $LOG/placement-dbsync.log)"
+    wait "$p2" || die "glance db sync failed (see $LOG/glance-dbsync.log)"
+    log "databases created in $(since "$t") s"
+}
+
+start_compute() {  # host
+    daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" --config-file "$ETC/compute-$1.conf"
+}
+start_service() {  # name
+    case "$1" in
+        neutron-stub) daemon neutron-stub "$NV/bin/python" "$HERE/neutron_stub.py" 9696 ;;
+        placement-api)
+            OS_PLACEMENT_CONFIG_DIR=$ETC daemon placement-api gunicorn --bind 127.0.0.1:8778 \
+                --workers 1 --threads 4 --timeout 120 --name placement-api placement.wsgi.api:application ;;
+        glance-api)
+            OS_GLANCE_CONFIG_DIR=$ETC daemon glance-api "$GV/bin/gunicorn" --bind 127.0.0.1:9292 \
+                --workers 1 --threads 4 --timeout 120 --name glance-api glance.wsgi.api:application ;;
+        nova-api)
+            OS_NOVA_CONFIG_DIR=$ETC daemon nova-api gunicorn \
+                --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --name nova-api \
+                --pythonpath "$HERE" nova_api_wsgi:application ;;
+        nova-conductor) daemon nova-conductor nova-conductor --config-file "$ETC/nova.conf" ;;
+        nova-scheduler) daemon nova-scheduler nova-scheduler --config-file "$ETC/nova.conf" ;;
+        compute-*) start_compute "${1#compute-}" ;;
+        *) die "unknown service $1" ;;
+    esac
+}
+
+compute_consumers() {  # host -> number of consumers on compute.HOST
+    rabbitctl list_queues name consumers 2>/dev/null | awk -v q="compute.$1" '$1 == q {print $2}'
+}
+compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh heartbeat
+    local h=$1 n
+    n=$(sql "SELECT count(*) FROM nova_api.host_mappings WHERE host='$h'") || return 1
+    [ "${n:-0}" -ge 1 ] || return 1
+    n=$(compute_consumers "$h"); [ "${n:-0}" -ge 1 ] || return 1
+    n=$(sql "SELECT count(*) FROM nova.services WHERE host='$h' AND \`binary\`='nova-compute'
+             AND deleted=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND") || return 1
+    [ "${n:-0}" -ge 1 ]
+}
+all_computes_ready() { local h; for h in $COMPUTES; do compute_ready "$h" || return 1; done; }
+
+cleanup_guests() {  # destroy/undefine the domains our lvhost compute created
+    local d
+    for d in $(timeout 10 virsh -c "$LIBVIRT_URI" list --all --name 2>/dev/null | grep "^$NAME_PREFIX" || true); do
+        timeout 20 virsh -c "$LIBVIRT_URI" destroy "$d" >/dev/null 2>&1 || true
+        timeout 20 virsh -c "$LIBVIRT_URI" undefine "$d" >/dev/null 2>&1 || true
+    done
+}
+
+bootstrap() {  # image + flavor, recorded in $STATE/stack.json
+    "$NV/bin/python" "$HERE/bootstrap.py" "$STATE" >"$LOG/bootstrap.log" 2>&1 ||
+        { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
+}
+
+ALL_SVCS="mariadb rabbitmq neutron-stub placement-api glance-api nova-api nova-conductor nova-scheduler compute-host1 compute-host2 compute-lvhost"
+
+status() {
+    local s
+    for s in $ALL_SVCS; do alive "$s" || { echo "stack: $s not running"; return 1; }; done
+    http_ok http://127.0.0.1:8774/ || { echo "stack: nova-api not answering"; return 1; }
+    [ -s "$STATE/stack.json" ] || { echo "stack: not bootstrapped"; return 1; }
+    echo "stack: up ($STATE)"
+}
+
+start() {
+    local t0; t0=$(date +%s)
+    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] ||
+        die "venvs missing: run tests/e2e/stack/install.sh first"
+    if status >/dev/null 2>&1; then log "already up"; return 0; fi
+    stop >/dev/null 2>&1 || true
+    rm -rf "$STATE"
+    mkdir -p "$STATE"
+    # A start that fails half-way stops what it started (keep it for debugging with
+    # STACK_KEEP_ON_FAIL=1).
+    [ "${STACK_KEEP_ON_FAIL:-0}" = 1 ] || trap 'echo "stack: start failed, stopping" >&2; stop >/dev/null 2>&1' ERR EXIT
+    timeout 5 virsh -c "$LIBVIRT_URI" version >/dev/null 2>&1 ||
+        die "libvirt $LIBVIRT_URI not answering (run .ci/services/libvirtd.sh start)"
+    cleanup_guests
+    write_configs
+    log "starting mariadb, rabbitmq, neutron stub"
+    start_mariadb
+    start_rabbit
+    start_service neutron-stub
+    waitfor mariadb 60 mariadb_up
+    log "mariadb up after $(since "$t0") s"
+    create_databases
+    start_service placement-api
+    start_service glance-api
+    waitfor rabbitmq 90 rabbit_up
+    log "rabbitmq up after $(since "$t0") s"
+    start_service nova-api
+    start_service nova-conductor
+    start_service nova-scheduler
+    for h in $COMPUTES; do start_compute "$h"; done
+    waitfor placement-api 60 http_ok http://127.0.0.1:8778/
+    waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
+    waitfor nova-api 90 http_ok http://127.0.0.1:8774/
+    log "APIs up after $(since "$t0") s"
+    bootstrap
+    waitfor "computes (mapped, consuming, up)" 120 all_computes_ready
+    trap - ERR EXIT
+    log "stack ready in $(since "$t0") s"
+}
+
+stop() {
+    local s
+    cleanup_guests
+    for s in $(echo "$ALL_SVCS" | tr ' ' '\n' | tac); do
+        kill_svc "$s"
+    done
+    log "stopped"
+}
+
+svc_stop() { kill_svc "$1"; log "$1 stopped"; }
+svc_start() {
+    local t; t=$(date +%s)
+    start_service "$1"
+    case "$1" in
+        compute-*) waitfor "$1" 90 compute_ready "${1#compute-}" ;;
+        nova-api) waitfor nova-api 90 http_ok http://127.0.0.1:8774/ ;;
+    esac
+    log "$1 started in $(since "$t") s"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    svc-stop) svc_stop "${2:?service name}" ;;
+    svc-start) svc_start "${2:?service name}" ;;
+    compute-ready) compute_ready "${2:?host}" ;;
+    *) echo "usage: $0 start|stop|status|svc-stop NAME|svc-start NAME" >&2; exit 2 ;;
+esac
