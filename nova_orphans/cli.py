@@ -10,6 +10,7 @@ import argparse
 import datetime
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -98,10 +99,12 @@ def _demo(args: argparse.Namespace) -> int:
     from nova_orphans.demo import world
     from nova_orphans.observe.hypervisor import LibvirtObserver
 
-    with world.demo_world() as demo, LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
-        result = pipeline.audit(
-            hypervisor, NovaObserver(demo.nova, retry=lambda call: call()), demo.host, _now()
-        )
+    with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
+        demo = world.build(directory)
+        with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
+            # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
+            nova = NovaObserver(demo.nova, retry=lambda call: call())
+            result = pipeline.audit(hypervisor, nova, demo.host, demo.now)
     return _print(result, args.format)
 
 

@@ -1,0 +1,190 @@
+"""The actuator: the only code that executes destructive steps.
+
+For each step of a plan it re-verifies the guest with a fresh Nova lookup and a
+fresh domain read, journals the intent, performs the step through ``Effects``,
+journals the outcome, and reports it once through ``_record``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from nova_orphans.act.effects import EffectError, Effects
+from nova_orphans.core.classify import classify
+from nova_orphans.core.decide import Decision, Plan
+from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector
+from nova_orphans.core.policy import Step
+from nova_orphans.observe.errors import ObserveError
+from nova_orphans.record.journal import Journal, QuarantineEntry
+
+LOG = logging.getLogger(__name__)
+
+#: Kinds whose instance directory may be moved to quarantine. NOTE: a misplaced
+#: guest's files may be the live copy's (shared storage, or the same path after a
+#: failed migration clean-up): never touch them.
+FILES_MAY_MOVE = frozenset({Kind.DELETED, Kind.UNKNOWN})
+
+
+class FreshLook(Protocol):
+    """A fresh, single-guest look at Nova and libvirt, for re-verification."""
+
+    def domain(self, uuid: str) -> Domain | None:
+        """The domain as libvirt has it now, or None if gone."""
+
+    def nova(self, uuid: str) -> NovaView:
+        """Nova's record and migrations of this UUID now, as a one-guest view."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What became of one planned step."""
+
+    uuid: str
+    kind: Kind
+    step: Step
+    outcome: str  # done | skipped | failed
+    detail: str
+    dry_run: bool
+
+
+class Actuator:
+    """Executes a plan's steps, each re-verified, journaled and recorded."""
+
+    def __init__(
+        self,
+        effects: Effects,
+        look: FreshLook,
+        journal: Journal,
+        clock: Callable[[], datetime.datetime],
+        dry_run: bool,
+        stop_timeout: float = 60.0,
+        deny: Selector | None = None,
+        on_outcome: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        self._effects = effects
+        self._look = look
+        self._journal = journal
+        self._clock = clock
+        self._dry_run = dry_run
+        self._stop_timeout = stop_timeout
+        self._deny = deny
+        self._on_outcome = on_outcome
+
+    def execute(self, plan: Plan, should_stop: Callable[[], bool] = lambda: False) -> list[Outcome]:
+        """Run every step of ``plan`` in order; stop between steps when ``should_stop``."""
+        outcomes = []
+        for decision in plan.steps:
+            if should_stop():
+                break
+            outcomes.append(self._execute_one(decision))
+        return outcomes
+
+    def _execute_one(self, decision: Decision) -> Outcome:
+        assert decision.step is not None
+        finding = decision.finding
+        changed = self._changed_since(finding)
+        if changed:
+            self._journal.forget(finding.uuid)
+            return self._record(decision, "skipped", f"re-verification: {changed}")
+        intent = self._journal.begin(
+            finding.uuid, finding.kind, decision.step.value, self._dry_run, self._clock()
+        )
+        try:
+            detail = self._perform(decision)
+            outcome = "done"
+        except EffectError as exc:
+            detail, outcome = str(exc), "failed"
+        self._journal.finish(intent, outcome, detail, self._clock())
+        return self._record(decision, outcome, detail)
+
+    def _changed_since(self, finding: Finding) -> str | None:
+        """Why the guest no longer matches the finding, or None when it still does."""
+        try:
+            domain = self._look.domain(finding.uuid)
+            view = self._look.nova(finding.uuid)
+        except ObserveError as exc:
+            return f"fresh look failed ({exc})"
+        if domain is None:
+            return "the domain is gone"
+        before = finding.domain
+        if before is None or (domain.state, domain.job_active) != (before.state, before.job_active):
+            return "the domain's state or job changed"
+        fresh = classify([domain], view, self._deny)
+        if [f.kind for f in fresh] != [finding.kind]:
+            now = fresh[0].kind.value if fresh else "managed by Nova"
+            return f"it is now {now}, not {finding.kind.value}"
+        return None
+
+    def _perform(self, decision: Decision) -> str:
+        uuid = decision.finding.uuid
+        if decision.step is Step.STOP:
+            return self._effects.stop(uuid, self._stop_timeout)
+        return self._reap(decision.finding)
+
+    def _reap(self, finding: Finding) -> str:
+        """Quarantine the XML, undefine, then (deleted/unknown only) move the files.
+
+        NOTE: undefine comes before the file move so that a failure can never
+        leave a defined domain pointing at files that were moved away.
+        """
+        now = self._clock()
+        stamp = now.strftime("%Y%m%dT%H%M%SZ")
+        directory = self._effects.quarantine_dir(finding.uuid, stamp)
+        self._effects.save_xml(directory, self._effects.domain_xml(finding.uuid))
+        undefined = self._effects.undefine(finding.uuid, directory)
+        if finding.kind in FILES_MAY_MOVE:
+            files = self._effects.move_instance_files(finding.uuid, directory)
+            moved, files_detail = files.moved, files.detail
+        else:
+            moved, files_detail = False, "files left in place: the live copy may use them"
+        leftovers = leftovers_of(finding.domain)
+        if not self._dry_run:
+            self._journal.add_quarantine(
+                QuarantineEntry(
+                    finding.uuid, stamp, finding.kind.value, directory, moved, leftovers
+                )
+            )
+        return f"{undefined}; {files_detail}" + (
+            f"; left for the operator: {', '.join(leftovers)}" if leftovers else ""
+        )
+
+    def _record(self, decision: Decision, outcome: str, detail: str) -> Outcome:
+        assert decision.step is not None
+        result = Outcome(
+            decision.finding.uuid,
+            decision.finding.kind,
+            decision.step,
+            outcome,
+            detail,
+            self._dry_run,
+        )
+        LOG.log(
+            logging.WARNING if outcome == "failed" else logging.INFO,
+            "step uuid=%s kind=%s action=%s dry_run=%s outcome=%s detail=%s",
+            result.uuid,
+            result.kind.value,
+            result.step.value,
+            result.dry_run,
+            outcome,
+            detail,
+        )
+        if self._on_outcome:
+            self._on_outcome(result)
+        return result
+
+
+def leftovers_of(domain: Domain | None) -> list[str]:
+    """Storage and network pieces a reap does not remove, for the operator to finish."""
+    if domain is None:
+        return []
+    items = [
+        f"disk {d.target}: {d.source_type} {d.protocol + ':' if d.protocol else ''}{d.source}"
+        for d in domain.disks
+        if d.source and d.source_type != "file"
+    ]
+    items += [f"tap {i.target_dev}" for i in domain.interfaces if i.target_dev]
+    return items
