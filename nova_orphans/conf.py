@@ -8,6 +8,7 @@ when told where it is, so the tool sees the host exactly as nova-compute does.
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import uuid
 from collections.abc import Sequence
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_orphans.core.model import Selector
+from nova_orphans.core.model import Kind, Selector
+from nova_orphans.core.policy import Action, Policy
 
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 DEFAULT_LIBVIRT_URI = "qemu:///system"
@@ -59,6 +61,139 @@ libvirt_opts = [
     ),
 ]
 
+ACTION_CHOICES = [
+    ("log", "only report it (the default)"),
+    ("stop", "shut the guest down (then power it off); it stays defined, its disk untouched"),
+    (
+        "reap",
+        "stop first; after reap_delay quarantine its XML (and files, where allowed) and "
+        "undefine it; reversible with 'nova-orphans restore'",
+    ),
+]
+
+agent_opts = [
+    cfg.StrOpt(
+        "action_deleted",
+        default="log",
+        choices=ACTION_CHOICES,
+        help="What to do with guests whose server Nova deleted (row not archived).",
+    ),
+    cfg.StrOpt(
+        "action_unknown",
+        default="log",
+        choices=ACTION_CHOICES,
+        help="What to do with guests carrying Nova metadata that Nova has no record of.",
+    ),
+    cfg.StrOpt(
+        "action_misplaced",
+        default="log",
+        choices=ACTION_CHOICES,
+        help="What to do with duplicates of servers Nova runs on another host. Reap "
+        "only undefines them; their files are never touched.",
+    ),
+    cfg.IntOpt(
+        "interval", default=600, min=10, help="Seconds between two cycles of 'nova-orphans run'."
+    ),
+    cfg.FloatOpt(
+        "jitter",
+        default=0.1,
+        min=0,
+        max=1,
+        help="Random fraction of interval added to each wait, so hosts do not all "
+        "ask Nova at the same moment.",
+    ),
+    cfg.BoolOpt(
+        "dry_run",
+        default=False,
+        help="Decide and journal as usual, but change nothing (what would be done is "
+        "logged and journaled with dry_run=true).",
+    ),
+    cfg.IntOpt(
+        "grace_period",
+        default=3600,
+        min=0,
+        help="Seconds a finding must exist before any step: for 'deleted' counted from "
+        "Nova's deletion time, for the other kinds from the first sighting.",
+    ),
+    cfg.IntOpt(
+        "sightings_required",
+        default=3,
+        min=1,
+        help="Consecutive cycles a finding must be seen, unchanged, before any step.",
+    ),
+    cfg.IntOpt(
+        "reap_delay",
+        default=86400,
+        min=0,
+        help="Seconds a guest stays stopped (recoverable in place) before it is reaped.",
+    ),
+    cfg.IntOpt(
+        "stop_timeout",
+        default=60,
+        min=0,
+        help="Seconds to wait for a graceful shutdown before powering the guest off.",
+    ),
+    cfg.IntOpt(
+        "max_actions_per_cycle", default=1, min=0, help="Destructive steps per cycle, at most."
+    ),
+    cfg.FloatOpt(
+        "max_orphan_fraction",
+        default=0.5,
+        min=0,
+        max=1,
+        help="When more than this fraction of the host's Nova guests look orphaned, "
+        "the cycle only reports (something is probably wrong with Nova's answer).",
+    ),
+    cfg.IntOpt(
+        "brake_min_orphans",
+        default=2,
+        min=1,
+        help="The orphan-fraction brake applies from this many actionable orphans on.",
+    ),
+    cfg.ListOpt(
+        "allow_uuids",
+        default=[],
+        help="When set (with allow_name_patterns), only these guests may be acted on.",
+    ),
+    cfg.ListOpt(
+        "allow_name_patterns",
+        default=[],
+        help="Shell-style domain-name patterns of guests that may be acted on.",
+    ),
+    cfg.StrOpt(
+        "state_dir",
+        default="/var/lib/nova-orphans",
+        help="Where the journal and the quarantine live by default.",
+    ),
+    cfg.StrOpt("journal_path", help="SQLite journal. Default: <state_dir>/journal.sqlite."),
+    cfg.StrOpt("quarantine_dir", help="Quarantine (mode 0700). Default: <state_dir>/quarantine."),
+    cfg.BoolOpt(
+        "allow_shared_storage_reap",
+        default=False,
+        help="Also move instance directories that live on shared file systems (NFS, "
+        "CephFS, GlusterFS, Lustre…). Off: they are left and reported.",
+    ),
+    cfg.IntOpt(
+        "quarantine_retention_days",
+        default=0,
+        min=0,
+        help="Purge quarantine entries older than this many days at each cycle; "
+        "0 keeps them until 'nova-orphans purge'.",
+    ),
+]
+
+metrics_opts = [
+    cfg.HostAddressOpt(
+        "bind_address", default="127.0.0.1", help="Address of the Prometheus metrics endpoint."
+    ),
+    cfg.PortOpt("port", default=0, help="Port of the Prometheus metrics endpoint; 0 turns it off."),
+    cfg.StrOpt(
+        "textfile",
+        help="Write metrics to this file after each cycle (node-exporter textfile "
+        "collector), e.g. /var/lib/node_exporter/nova_orphans.prom.",
+    ),
+]
+
 nova_opts = [
     cfg.StrOpt(
         "cloud",
@@ -85,7 +220,13 @@ def _nova_ksa_opts() -> list[cfg.Opt]:
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """All options, for oslo-config-generator (namespace ``nova_orphans``)."""
     nova_section: list[cfg.Opt] = [*nova_opts, *_dedup(_nova_ksa_opts())]
-    return [(None, list(default_opts)), ("libvirt", list(libvirt_opts)), (NOVA_GROUP, nova_section)]
+    return [
+        (None, list(default_opts)),
+        ("libvirt", list(libvirt_opts)),
+        ("agent", list(agent_opts)),
+        ("metrics", list(metrics_opts)),
+        (NOVA_GROUP, nova_section),
+    ]
 
 
 def _dedup(opts: list[cfg.Opt]) -> list[cfg.Opt]:
@@ -99,6 +240,8 @@ def register(conf: cfg.ConfigOpts) -> None:
     """Register every option of this tool on ``conf``."""
     conf.register_opts(default_opts)
     conf.register_opts(libvirt_opts, group="libvirt")
+    conf.register_opts(agent_opts, group="agent")
+    conf.register_opts(metrics_opts, group="metrics")
     conf.register_opts(nova_opts, group=NOVA_GROUP)
     ks_loading.register_session_conf_options(conf, NOVA_GROUP)
     ks_loading.register_auth_conf_options(conf, NOVA_GROUP)
@@ -162,7 +305,7 @@ def _uuids(values: Sequence[str]) -> list[str]:
     try:
         return [str(uuid.UUID(v.strip())) for v in values]
     except ValueError as exc:
-        raise ConfigError(f"deny_uuids: {values!r} holds a value that is not a UUID") from exc
+        raise ConfigError(f"{values!r} holds a value that is not a UUID") from exc
 
 
 def _read_nova_conf(path: str) -> cfg.ConfigOpts:
@@ -173,3 +316,39 @@ def _read_nova_conf(path: str) -> cfg.ConfigOpts:
     nova.register_opts([cfg.StrOpt("connection_uri")], group="libvirt")
     nova(args=[], project="nova", default_config_files=[path])
     return nova
+
+
+def policy(conf: cfg.ConfigOpts) -> Policy:
+    """The decider's rules from the ``[agent]`` section."""
+    agent = conf.agent
+    return Policy(
+        actions={
+            Kind.DELETED: Action(agent.action_deleted),
+            Kind.UNKNOWN: Action(agent.action_unknown),
+            Kind.MISPLACED: Action(agent.action_misplaced),
+        },
+        grace_period=float(agent.grace_period),
+        sightings_required=agent.sightings_required,
+        reap_delay=float(agent.reap_delay),
+        max_actions_per_cycle=agent.max_actions_per_cycle,
+        max_orphan_fraction=agent.max_orphan_fraction,
+        brake_min_orphans=agent.brake_min_orphans,
+        allow=Selector(frozenset(_uuids(agent.allow_uuids)), tuple(agent.allow_name_patterns)),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePaths:
+    """Where the agent keeps its journal and its quarantine."""
+
+    journal: str
+    quarantine: str
+
+
+def state_paths(conf: cfg.ConfigOpts) -> StatePaths:
+    """The journal and quarantine paths, defaulting under ``state_dir``."""
+    agent = conf.agent
+    return StatePaths(
+        journal=agent.journal_path or os.path.join(agent.state_dir, "journal.sqlite"),
+        quarantine=agent.quarantine_dir or os.path.join(agent.state_dir, "quarantine"),
+    )

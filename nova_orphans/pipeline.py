@@ -26,6 +26,9 @@ class AuditReport:
     host: str
     checked_at: datetime.datetime
     findings: list[Finding]
+    #: Domains carrying Nova metadata, and live servers Nova places here (for the brake).
+    nova_guests: int = 0
+    servers_here: int = 0
 
     @property
     def has_orphans(self) -> bool:
@@ -51,4 +54,6 @@ def audit(
     """
     domains = hypervisor.list_domains()
     view = nova.observe(host, (d.uuid for d in domains))
-    return AuditReport(host, now, classify(domains, view, deny))
+    findings = classify(domains, view, deny)
+    nova_guests = sum(1 for d in domains if d.metadata is not None)
+    return AuditReport(host, now, findings, nova_guests, len(view.servers_here))

@@ -92,6 +92,15 @@ class NovaObserver:
             )
         return records[0] if records else None
 
+    def fresh_view(self, host: str, uuid: str) -> NovaView:
+        """A one-guest view of ``uuid`` read just now: its record and its migrations.
+
+        Used to re-verify a guest right before a destructive step.
+        """
+        items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})
+        migrations = tuple(parse_migration(item) for item in items)
+        return NovaView(host, {}, {uuid: self.lookup(uuid)}, migrations)
+
     def migrations_touching(self, host: str) -> tuple[Migration, ...]:
         """Migrations whose source or destination is ``host``."""
         items = self._paged("/os-migrations", "migrations", {"host": host})

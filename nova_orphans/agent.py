@@ -1,0 +1,217 @@
+"""The agent: one cycle is observe -> classify -> decide -> act -> record; ``run`` repeats it.
+
+A cycle that cannot observe Nova or libvirt acts on nothing and reports why;
+the loop carries on with the next cycle.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import datetime
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from nova_orphans import pipeline
+from nova_orphans.act.actuator import Actuator, Outcome
+from nova_orphans.act.effects import Effects
+from nova_orphans.core.decide import Plan, decide
+from nova_orphans.core.model import Domain, Kind, NovaView, Selector
+from nova_orphans.core.policy import Policy
+from nova_orphans.core.sightings import next_sightings
+from nova_orphans.observe.errors import HypervisorError, ObserveError
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.metrics import Metrics
+
+LOG = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_ERROR, EXIT_FOUND, EXIT_ACTED = 0, 1, 3, 4
+
+
+class HostHypervisor(pipeline.Hypervisor, Protocol):
+    """A hypervisor observer that can also re-read one domain."""
+
+    def lookup_domain(self, uuid: str) -> Domain | None:
+        """A fresh read of one domain; None when it does not exist."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleResult:
+    """What one cycle saw, planned and did, or why it could not."""
+
+    report: pipeline.AuditReport | None = None
+    plan: Plan | None = None
+    outcomes: tuple[Outcome, ...] = ()
+    error: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing found, 3 found but nothing done, 4 acted, 1 error (``run --once``)."""
+        if self.error:
+            return EXIT_ERROR
+        if any(o.outcome == "done" and not o.dry_run for o in self.outcomes):
+            return EXIT_ACTED
+        return EXIT_FOUND if self.report and self.report.has_orphans else EXIT_OK
+
+
+class _FreshLook:
+    """Re-verification reads through the cycle's own connections."""
+
+    def __init__(self, hypervisor: HostHypervisor, nova: NovaObserver, host: str) -> None:
+        self._hypervisor, self._nova, self._host = hypervisor, nova, host
+
+    def domain(self, uuid: str) -> Domain | None:
+        return self._hypervisor.lookup_domain(uuid)
+
+    def nova(self, uuid: str) -> NovaView:
+        return self._nova.fresh_view(self._host, uuid)
+
+
+@dataclasses.dataclass
+class Agent:
+    """Everything a cycle needs, wired once at start-up."""
+
+    host: str
+    open_hypervisor: Callable[[], contextlib.AbstractContextManager[HostHypervisor]]
+    nova: NovaObserver
+    effects: Effects
+    journal: Journal
+    policy: Policy
+    quarantine_root: str
+    deny: Selector = dataclasses.field(default_factory=Selector)
+    dry_run: bool = False
+    stop_timeout: float = 60.0
+    metrics: Metrics = dataclasses.field(default_factory=Metrics)
+    clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
+
+    def cycle(self, should_stop: Callable[[], bool] = lambda: False) -> CycleResult:
+        """Run one cycle; never raises for an observation failure."""
+        started = time.monotonic()
+        try:
+            with self.open_hypervisor() as hypervisor:
+                result = self._cycle(hypervisor, should_stop)
+        except ObserveError as exc:
+            reason = "libvirt" if isinstance(exc, HypervisorError) else "nova"
+            self.metrics.cycles_aborted.labels(reason=reason).inc()
+            LOG.error("cycle aborted, nothing was done: %s", exc)
+            result = CycleResult(error=str(exc))
+        self.metrics.cycle_duration.observe(time.monotonic() - started)
+        return result
+
+    def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
+        now = self.clock()
+        report = pipeline.audit(hypervisor, self.nova, self.host, now, self.deny)
+        self.metrics.last_success.set(now.timestamp())
+        self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
+        sightings = next_sightings(self.journal.sightings(), report.findings, now)
+        self.journal.replace_sightings(sightings)
+        plan = decide(
+            report.findings, sightings, self.policy, now, report.nova_guests, report.servers_here
+        )
+        self._log_plan(plan)
+        actuator = Actuator(
+            self.effects,
+            _FreshLook(hypervisor, self.nova, self.host),
+            self.journal,
+            self.clock,
+            self.dry_run,
+            self.stop_timeout,
+            self.deny,
+            self._count_outcome,
+        )
+        outcomes = actuator.execute(plan, should_stop)
+        return CycleResult(report, plan, tuple(outcomes))
+
+    def _log_plan(self, plan: Plan) -> None:
+        if plan.brake:
+            self.metrics.cycles_aborted.labels(reason="brake").inc()
+            LOG.error("BRAKE: this cycle only reports: %s", plan.brake)
+        for d in plan.decisions:
+            LOG.log(
+                logging.WARNING if d.finding.kind is Kind.SPLIT_BRAIN else logging.INFO,
+                "finding uuid=%s kind=%s action=%s dry_run=%s next=%s why=%s reason=%s",
+                d.finding.uuid,
+                d.finding.kind.value,
+                d.action.value,
+                self.dry_run,
+                d.step.value if d.step else "none",
+                d.why,
+                d.finding.reason,
+            )
+
+    def _count_outcome(self, outcome: Outcome) -> None:
+        self.metrics.actions.labels(
+            action=outcome.step.value, outcome=outcome.outcome, dry_run=str(outcome.dry_run).lower()
+        ).inc()
+
+    def reconcile(self) -> list[str]:
+        """Close intents a crash left open, from what libvirt shows now; repeat nothing."""
+        notes: list[str] = []
+        open_intents = self.journal.open_intents()
+        if not open_intents:
+            return notes
+        with self.open_hypervisor() as hypervisor:
+            for intent in open_intents:
+                domain = hypervisor.lookup_domain(intent.uuid)
+                detail = self._reconciled(intent.uuid, intent.kind, intent.step, domain)
+                self.journal.finish(intent.id, "reconciled", detail, self.clock())
+                # The guest must be seen afresh before anything else happens to it.
+                self.journal.forget(intent.uuid)
+                notes.append(f"{intent.uuid} {intent.step}: {detail}")
+                LOG.warning(
+                    "reconciled interrupted step uuid=%s step=%s: %s",
+                    intent.uuid,
+                    intent.step,
+                    detail,
+                )
+        return notes
+
+    def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
+        if step == "stop":
+            if domain is None or not domain.is_active:
+                return "completed before the interruption (guest not running)"
+            return "interrupted; guest still running; not repeated"
+        if domain is not None:
+            return "interrupted before undefine; domain still defined; not repeated"
+        saved = self._adopt_quarantine(uuid, kind)
+        return f"completed: domain undefined; quarantine {saved or 'not found'}"
+
+    def _adopt_quarantine(self, uuid: str, kind: str) -> str | None:
+        """Journal a quarantine directory the crash left unrecorded, so restore can find it."""
+        base = os.path.join(self.quarantine_root, uuid)
+        if not os.path.isdir(base):
+            return None
+        stamps = sorted(
+            s for s in os.listdir(base) if os.path.isfile(os.path.join(base, s, "domain.xml"))
+        )
+        if not stamps:
+            return None
+        known = {(e.uuid, e.reaped_at) for e in self.journal.quarantine(include_done=True)}
+        path = os.path.join(base, stamps[-1])
+        if (uuid, stamps[-1]) not in known:
+            files = os.path.isdir(os.path.join(path, "files"))
+            self.journal.add_quarantine(
+                QuarantineEntry(uuid, stamps[-1], "unknown", path, files, [])
+            )
+        return path
+
+
+def run_forever(agent: Agent, interval: float, jitter: float, stop: threading.Event) -> None:
+    """Cycle every ``interval`` s (plus jitter) until ``stop`` is set; finish the current step."""
+    rng = random.Random()
+    while not stop.is_set():
+        agent.cycle(should_stop=stop.is_set)
+        stop.wait(interval * (1 + rng.uniform(0, jitter)))
+
+
+@contextlib.contextmanager
+def no_context(value: HostHypervisor) -> Iterator[HostHypervisor]:
+    """Wrap an already open hypervisor observer for ``Agent.open_hypervisor``."""
+    yield value
