@@ -23,7 +23,7 @@ from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.model import Domain, Kind, NovaView, Selector
-from nova_orphans.core.policy import Policy
+from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, ObserveError
 from nova_orphans.observe.nova import NovaObserver
@@ -127,6 +127,9 @@ class Agent:
             self._count_outcome,
         )
         outcomes = actuator.execute(plan, should_stop)
+        for outcome in outcomes:
+            if outcome.step is Step.STOP and outcome.outcome == "done" and not outcome.dry_run:
+                self.journal.mark_stopped(outcome.uuid, self.clock())
         return CycleResult(report, plan, tuple(outcomes))
 
     def _log_plan(self, plan: Plan) -> None:

@@ -127,6 +127,13 @@ class Journal:
                 ],
             )
 
+    def mark_stopped(self, uuid: str, when: datetime.datetime) -> None:
+        """The agent stopped this guest at ``when``: reap_delay counts from then."""
+        self._db.execute(
+            "UPDATE sightings SET inactive_since = ? WHERE uuid = ? AND inactive_since IS NULL",
+            (_iso(when), uuid),
+        )
+
     def forget(self, uuid: str) -> None:
         """Reset a finding's sightings: it changed under us and must be seen afresh."""
         self._db.execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))

@@ -1,0 +1,176 @@
+"""An in-memory compute host: domains, instance directories and a quarantine.
+
+It plays libvirt for the agent's fast tests and the randomized simulation:
+``SimulatedHost`` answers like the libvirt observer, ``SimulatedEffects``
+changes it like the live effects would. Nothing here touches the machine.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+
+from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.core.model import Domain, DomainState, NovaMetadata
+from nova_orphans.observe.errors import HypervisorError
+
+NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+
+
+@dataclasses.dataclass
+class Quarantined:
+    """What a reap put aside for one guest."""
+
+    xml: str
+    domain: Domain
+    files: str | None
+
+
+class SimulatedHost:
+    """The host's libvirt and instances_path, in memory."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.domains: dict[str, Domain] = {}
+        self.xml: dict[str, str] = {}
+        #: instances_path/<uuid> contents, by UUID (a token standing for the files).
+        self.files: dict[str, str] = {}
+        self.quarantine: dict[str, Quarantined] = {}
+        #: Called before every read; may raise HypervisorError or change the world.
+        self.before_read: Callable[[str], None] | None = None
+        self.reads: collections.Counter[str] = collections.Counter()
+
+    # --- what the world does -------------------------------------------------------------
+
+    def define(
+        self,
+        uuid: str,
+        name: str,
+        *,
+        nova: bool = True,
+        running: bool = True,
+        display_name: str | None = None,
+    ) -> Domain:
+        """Define a domain (with Nova metadata unless ``nova`` is False) and its files."""
+        meta = NovaMetadata(NOVA_NS, display_name=display_name or name) if nova else None
+        state = DomainState.RUNNING if running else DomainState.SHUTOFF
+        domain = Domain(uuid, name, state, persistent=True, job_active=False, metadata=meta)
+        self.domains[uuid] = domain
+        self.xml[uuid] = f"<domain><name>{name}</name><uuid>{uuid}</uuid></domain>"
+        self.files[uuid] = f"disk-of-{uuid}"
+        return domain
+
+    def change(self, uuid: str, **fields: object) -> None:
+        """Change a domain's observed fields (state, job_active…)."""
+        self.domains[uuid] = dataclasses.replace(self.domains[uuid], **fields)  # type: ignore[arg-type]
+
+    def remove(self, uuid: str) -> None:
+        """The domain disappears (undefined by someone else)."""
+        self.domains.pop(uuid, None)
+        self.xml.pop(uuid, None)
+
+    # --- the observer's interface --------------------------------------------------------
+
+    def list_domains(self) -> tuple[Domain, ...]:
+        """Every domain, like ``LibvirtObserver.list_domains``."""
+        self._read("list")
+        return tuple(self.domains.values())
+
+    def lookup_domain(self, uuid: str) -> Domain | None:
+        """One domain, like ``LibvirtObserver.lookup_domain``."""
+        self._read(f"lookup {uuid}")
+        return self.domains.get(uuid)
+
+    def _read(self, what: str) -> None:
+        self.reads[what.split()[0]] += 1
+        if self.before_read:
+            self.before_read(what)
+
+    def restore(self, uuid: str) -> None:
+        """Bring a reaped guest back from quarantine, like ``nova-orphans restore``."""
+        if uuid in self.domains:
+            raise EffectError(f"{uuid} exists in libvirt; not restoring over it")
+        saved = self.quarantine.pop(uuid)
+        self.domains[uuid] = dataclasses.replace(saved.domain, state=DomainState.SHUTOFF)
+        self.xml[uuid] = saved.xml
+        if saved.files is not None:
+            self.files[uuid] = saved.files
+
+
+class SimulatedEffects:
+    """``Effects`` on a ``SimulatedHost``; ``fail`` makes chosen methods raise."""
+
+    def __init__(self, host: SimulatedHost) -> None:
+        self.host = host
+        self.calls: list[tuple[str, str]] = []
+        self.fail: set[str] = set()
+        #: Called after each effect; the simulation uses it to crash mid-step.
+        self.after: Callable[[str, str], None] | None = None
+
+    def _call(self, method: str, uuid: str) -> Domain:
+        self.calls.append((method, uuid))
+        if method in self.fail:
+            raise EffectError(f"{method} of {uuid} failed (simulated)")
+        domain = self.host.domains.get(uuid)
+        if domain is None:
+            raise EffectError(f"domain {uuid} not found")
+        return domain
+
+    def _done(self, method: str, uuid: str) -> None:
+        if self.after:
+            self.after(method, uuid)
+
+    def stop(self, uuid: str, timeout: float) -> str:
+        """Power the guest off; it stays defined."""
+        self._call("stop", uuid)
+        self.host.change(uuid, state=DomainState.SHUTOFF)
+        self._done("stop", uuid)
+        return "shut down gracefully (simulated)"
+
+    def domain_xml(self, uuid: str) -> str:
+        """The stored XML."""
+        self._call("domain_xml", uuid)
+        return self.host.xml[uuid]
+
+    def quarantine_dir(self, uuid: str, stamp: str) -> str:
+        """A quarantine path (nothing to create in memory)."""
+        self.calls.append(("quarantine_dir", uuid))
+        return f"/quarantine/{uuid}/{stamp}"
+
+    def save_xml(self, directory: str, xml: str) -> None:
+        """Keep the XML for restore."""
+        uuid = directory.split("/")[2]
+        domain = self._call("save_xml", uuid)
+        self.host.quarantine[uuid] = Quarantined(xml, domain, None)
+        self._done("save_xml", uuid)
+
+    def undefine(self, uuid: str, directory: str) -> str:
+        """Remove the domain; refuse while it runs, like the live effects."""
+        domain = self._call("undefine", uuid)
+        if domain.is_active:
+            raise EffectError(f"{uuid} is running; stop it first")
+        self.host.remove(uuid)
+        self._done("undefine", uuid)
+        return "undefined (simulated)"
+
+    def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
+        """Move the instance directory into the quarantine."""
+        self.calls.append(("move_instance_files", uuid))
+        if "move_instance_files" in self.fail:
+            raise EffectError("move failed (simulated)")
+        files = self.host.files.pop(uuid, None)
+        if files is None:
+            return FilesResult(False, "no instance directory")
+        self.host.quarantine[uuid].files = files
+        self._done("move_instance_files", uuid)
+        return FilesResult(True, "instance directory moved to quarantine (simulated)")
+
+
+def unreachable(uri: str) -> Callable[[str], None]:
+    """A ``before_read`` hook that makes every read fail as if libvirt were down."""
+
+    def fail(what: str) -> None:
+        raise HypervisorError(uri=uri, reason="connection dropped (simulated)")
+
+    return fail

@@ -1,0 +1,81 @@
+"""A whole compute host in memory: simulated Nova, simulated libvirt, real journal and agent."""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+
+from nova_orphans.agent import Agent, CycleResult, no_context
+from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Action, Policy
+from nova_orphans.demo.simhost import SimulatedEffects, SimulatedHost
+from nova_orphans.demo.simnova import START, SimulatedNova
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.record.journal import Journal
+
+HOST, OTHER = "cmp-1", "cmp-2"
+DESTRUCTIVE = frozenset({"stop", "undefine", "move_instance_files"})
+ALL_REAP = {Kind.DELETED: Action.REAP, Kind.UNKNOWN: Action.REAP, Kind.MISPLACED: Action.REAP}
+
+
+class SimWorld:
+    """One host with its Nova and its agent, on a clock the test moves."""
+
+    def __init__(self, tmp_path: pathlib.Path, dry_run: bool = False, **policy: object) -> None:
+        self.now = START + datetime.timedelta(days=1)
+        self.nova = SimulatedNova(start=START)
+        self.nova.add_compute(HOST)
+        self.nova.add_compute(OTHER)
+        self.hv = SimulatedHost(HOST)
+        self.effects = SimulatedEffects(self.hv)
+        self.journal = Journal(str(tmp_path / "journal.sqlite"))
+        fields: dict[str, object] = dict(
+            actions=ALL_REAP,
+            grace_period=0.0,
+            sightings_required=1,
+            reap_delay=0.0,
+            max_actions_per_cycle=100,
+            brake_min_orphans=100,
+        )
+        fields.update(policy)
+        self.agent = Agent(
+            host=HOST,
+            open_hypervisor=lambda: no_context(self.hv),
+            nova=NovaObserver(self.nova, retry=lambda call: call()),
+            effects=self.effects,
+            journal=self.journal,
+            policy=Policy(**fields),  # type: ignore[arg-type]
+            quarantine_root=str(tmp_path / "quarantine"),
+            dry_run=dry_run,
+            clock=lambda: self.now,
+        )
+
+    def boot(self, name: str, host: str = HOST, running: bool = True) -> str:
+        """A server Nova runs on ``host``; its domain is on our host when ``host`` is ours."""
+        uuid = self.nova.boot(host, name, at=self.now)
+        if host == HOST:
+            self.hv.define(uuid, name, running=running)
+        return uuid
+
+    def orphan(self, name: str, kind: Kind) -> str:
+        """A guest on our host that is an orphan of ``kind``."""
+        uuid = self.boot(name)
+        if kind is Kind.DELETED:
+            self.nova.local_delete(uuid, at=self.now)
+        elif kind is Kind.UNKNOWN:
+            self.nova.local_delete(uuid, at=self.now)
+            self.nova.archive()
+        elif kind is Kind.MISPLACED:
+            self.nova.live_migrate(uuid, OTHER, at=self.now)
+        return uuid
+
+    def cycle(self, advance: float = 60.0) -> CycleResult:
+        """Move the clock, then run one agent cycle."""
+        self.now += datetime.timedelta(seconds=advance)
+        return self.agent.cycle()
+
+    def touched(self) -> set[str]:
+        """UUIDs the effects changed (any destructive call)."""
+        return {
+            u for m, u in self.effects.calls if m in ("stop", "undefine", "move_instance_files")
+        }

@@ -1,0 +1,349 @@
+"""One test (at least) per safety rule of DESIGN.md, on a simulated host and Nova.
+
+Each would fail if its rule were broken.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Action
+from nova_orphans.demo.simhost import unreachable
+from nova_orphans.demo.simnova import Fault
+from tests.agent.simworld import HOST, OTHER, SimWorld
+
+# --- rule 1: nothing Nova manages here, nothing protected ---------------------------------
+
+
+def test_guests_nova_manages_or_protects_are_never_touched(tmp_path):
+    world = SimWorld(tmp_path)
+    managed = world.boot("managed")
+    soft = world.boot("soft")
+    world.nova.soft_delete(soft, at=world.now)
+    busy = world.boot("busy")
+    world.nova.set_task_state(busy, "migrating", at=world.now)
+    resized = world.boot("resized")
+    world.nova.resize(resized, OTHER, at=world.now)  # awaits confirmation
+    migrating = world.boot("migrating")
+    world.nova.live_migrate(migrating, OTHER, finish=False, at=world.now)
+    for _ in range(5):
+        world.cycle(advance=10**6)
+    assert world.touched() == set()
+    assert set(world.hv.domains) == {managed, soft, busy, resized, migrating}
+
+
+# --- rule 2: foreign and lost, never ------------------------------------------------------
+
+
+def test_foreign_and_lost_are_never_acted_on_whatever_the_config_says(tmp_path):
+    every_kind = {kind: Action.REAP for kind in Kind}
+    world = SimWorld(tmp_path, actions=every_kind)
+    world.hv.define("99999999-9999-4999-8999-999999999999", "operator-vm", nova=False)
+    lost = world.nova.boot(HOST, "lost", at=world.now)
+    world.boot("managed")
+    for _ in range(5):
+        result = world.cycle(advance=10**6)
+    kinds = {f.kind for f in result.report.findings}
+    assert kinds == {Kind.FOREIGN, Kind.LOST}
+    assert world.effects.calls == []
+    assert lost in {f.uuid for f in result.report.findings}
+
+
+# --- rule 3: fail closed, and the brakes --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [Fault.SERVER_ERROR, Fault.UNAUTHORIZED, Fault.TIMEOUT, Fault.DROP_PAGE, Fault.REPEAT_PAGE],
+)
+def test_a_failing_nova_makes_the_cycle_do_nothing(tmp_path, fault):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    world.orphan("gone", Kind.DELETED)
+    world.nova.inject(fault, times=100)
+    result = world.cycle()
+    if fault in (Fault.DROP_PAGE, Fault.REPEAT_PAGE) and result.error is None:
+        # A one-page listing cannot show paging faults; the answer must still be honest.
+        assert {f.kind for f in result.report.findings} <= {Kind.DELETED}
+    else:
+        assert result.error
+        assert result.exit_code == 1
+    assert world.effects.calls == [] or result.error is None
+
+
+def test_unreachable_libvirt_makes_the_cycle_do_nothing(tmp_path):
+    world = SimWorld(tmp_path)
+    world.orphan("gone", Kind.DELETED)
+    world.hv.before_read = unreachable("qemu:///system")
+    result = world.cycle()
+    assert result.error and "libvirt" in result.error
+    assert world.effects.calls == []
+
+
+def test_nova_saying_no_servers_here_while_libvirt_has_nova_guests_brakes(tmp_path):
+    world = SimWorld(tmp_path)
+    gone = [world.orphan(f"gone-{i}", Kind.DELETED) for i in range(3)]
+    result = world.cycle()
+    assert result.plan.brake and "no servers" in result.plan.brake
+    assert world.effects.calls == []
+    assert {f.uuid for f in result.report.findings} == set(gone)
+
+
+def test_too_many_orphans_at_once_brakes(tmp_path):
+    world = SimWorld(tmp_path, brake_min_orphans=2, max_orphan_fraction=0.5)
+    world.boot("managed")
+    for i in range(3):
+        world.orphan(f"gone-{i}", Kind.DELETED)
+    result = world.cycle()
+    assert result.plan.brake and "max_orphan_fraction" in result.plan.brake
+    assert world.effects.calls == []
+
+
+# --- rule 4: grace and sightings ----------------------------------------------------------
+
+
+def test_a_deleted_guest_inside_grace_is_only_logged(tmp_path):
+    world = SimWorld(tmp_path, grace_period=3600.0)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    for _ in range(5):
+        world.cycle(advance=600)  # 50 minutes in all
+    assert world.touched() == set()
+    world.cycle(advance=600)
+    assert gone in world.touched()
+
+
+def test_a_finding_needs_consecutive_sightings(tmp_path):
+    world = SimWorld(tmp_path, sightings_required=3)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.UNKNOWN)
+    world.cycle()
+    world.cycle()
+    assert world.touched() == set()
+    world.cycle()
+    assert gone in world.touched()
+
+
+def test_a_missed_cycle_restarts_the_sightings(tmp_path):
+    world = SimWorld(tmp_path, sightings_required=2)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.UNKNOWN)
+    world.cycle()
+    world.nova.inject(Fault.SERVER_ERROR, times=1)  # this cycle fails: nothing is seen
+    world.cycle()
+    assert world.touched() == set()
+    world.cycle()
+    # A failed cycle does not forget, but does not count either: two real sightings now.
+    assert gone in world.touched()
+
+
+# --- rule 5: re-verify right before each step ---------------------------------------------
+
+
+def test_a_server_restored_between_scan_and_action_is_not_touched(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    soft = world.boot("soft")
+    world.nova.soft_delete(soft, at=world.now)
+    world.nova.restore(soft, at=world.now)
+    world.nova.local_delete(soft, at=world.now)  # now deleted: an orphan on the scan
+
+    def restore_on_lookup(what: str) -> None:
+        if what.startswith("lookup"):
+            world.nova.server(soft).deleted = False  # the operator undid it in Nova
+            world.nova.server(soft).vm_state = "active"
+            world.nova.server(soft).status = "ACTIVE"
+
+    world.hv.before_read = restore_on_lookup
+    result = world.cycle()
+    assert [o.outcome for o in result.outcomes] == ["skipped"]
+    assert world.touched() == set()
+    assert soft not in world.journal.sightings()
+
+
+def test_a_migration_starting_between_scan_and_action_skips_the_step(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    dup = world.orphan("dup", Kind.MISPLACED)
+
+    def migrate_back(what: str) -> None:
+        if what.startswith("lookup"):
+            world.nova.live_migrate(dup, HOST, finish=False, at=world.now)
+
+    world.hv.before_read = migrate_back
+    result = world.cycle()
+    assert [o.outcome for o in result.outcomes] == ["skipped"]
+    assert world.touched() == set()
+
+
+def test_a_domain_that_changed_state_between_scan_and_action_is_skipped(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+
+    def start_job(what: str) -> None:
+        if what.startswith("lookup"):
+            world.hv.change(gone, job_active=True)
+
+    world.hv.before_read = start_job
+    result = world.cycle()
+    assert [o.outcome for o in result.outcomes] == ["skipped"]
+    assert "state or job changed" in result.outcomes[0].detail
+
+
+# --- rule 6: cap and staged escalation ----------------------------------------------------
+
+
+def test_at_most_max_actions_per_cycle(tmp_path):
+    world = SimWorld(tmp_path, max_actions_per_cycle=2, actions={Kind.DELETED: Action.STOP})
+    for i in range(6):
+        world.boot(f"managed-{i}")
+    gone = {world.orphan(f"gone-{i}", Kind.DELETED) for i in range(5)}
+    counts = []
+    for _ in range(3):
+        counts.append(len(world.cycle().outcomes))
+    assert counts == [2, 2, 1]
+    assert world.touched() == gone
+
+
+def test_reap_stops_first_and_reaps_only_after_reap_delay(tmp_path):
+    world = SimWorld(tmp_path, reap_delay=3600.0)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    world.cycle()
+    assert world.effects.calls == [("stop", gone)]
+    world.cycle(advance=1800)
+    assert gone in world.hv.domains  # stopped, still defined
+    world.cycle(advance=1801)
+    assert gone not in world.hv.domains
+    assert gone in world.hv.quarantine
+
+
+def test_action_stop_leaves_the_guest_stopped_and_defined(tmp_path):
+    world = SimWorld(tmp_path, actions={Kind.DELETED: Action.STOP})
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    for _ in range(4):
+        world.cycle(advance=10**6)
+    assert [m for m, u in world.effects.calls if u == gone] == ["stop"]
+    assert gone in world.hv.domains and gone in world.hv.files
+
+
+# --- rule 7: reap is reversible; files only for deleted/unknown -----------------------------
+
+
+def test_reap_quarantines_xml_and_files_of_deleted_and_unknown_and_restore_brings_them_back(
+    tmp_path,
+):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    archived = world.orphan("archived", Kind.UNKNOWN)
+    xml = {u: world.hv.xml[u] for u in (gone, archived)}
+    world.cycle()
+    world.cycle()
+    for uuid in (gone, archived):
+        assert uuid not in world.hv.domains and uuid not in world.hv.files
+        world.hv.restore(uuid)
+        assert world.hv.xml[uuid] == xml[uuid]
+        assert world.hv.files[uuid] == f"disk-of-{uuid}"
+    assert {e.uuid for e in world.journal.quarantine()} == {gone, archived}
+
+
+def test_a_misplaced_duplicate_is_undefined_but_its_files_are_never_touched(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    dup = world.orphan("dup", Kind.MISPLACED)
+    world.cycle()
+    world.cycle()
+    assert dup not in world.hv.domains
+    assert world.hv.files[dup] == f"disk-of-{dup}"
+    assert ("move_instance_files", dup) not in world.effects.calls
+
+
+# --- rule 8: intents before, outcomes after, reconciliation -------------------------------
+
+
+def test_every_step_is_journaled_before_and_after(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    seen_open = []
+    world.effects.after = lambda method, uuid: seen_open.append(
+        [i.step for i in world.journal.open_intents()]
+    )
+    world.cycle()
+    world.cycle()
+    assert seen_open and all(open_ for open_ in seen_open)  # the intent existed during the step
+    assert world.journal.open_intents() == []
+    assert [(i.step, i.outcome) for i in reversed(world.journal.history(gone))] == [
+        ("stop", "done"),
+        ("reap", "done"),
+    ]
+
+
+def test_a_failed_step_is_journaled_as_failed(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    world.effects.fail.add("stop")
+    result = world.cycle()
+    assert [o.outcome for o in result.outcomes] == ["failed"]
+    assert world.journal.history(gone)[0].outcome == "failed"
+
+
+class Crash(BaseException):
+    """The agent process dies (not an Exception: nothing may catch it)."""
+
+
+@pytest.mark.parametrize("crash_after", ["stop", "save_xml", "undefine"])
+def test_a_crash_mid_step_is_reconciled_on_restart_and_never_repeated(tmp_path, crash_after):
+    world = SimWorld(tmp_path, reap_delay=0.0)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    if crash_after != "stop":
+        world.cycle()  # stopped; the reap comes next
+    calls_before = len(world.effects.calls)
+
+    def crash(method: str, uuid: str) -> None:
+        if method == crash_after:
+            raise Crash()
+
+    world.effects.after = crash
+    with pytest.raises(Crash):
+        world.cycle()
+    assert len(world.journal.open_intents()) == 1
+    world.effects.after = None
+    notes = world.agent.reconcile()
+    assert len(notes) == 1 and gone in notes[0]
+    assert world.journal.open_intents() == []
+    history = world.journal.history(gone)
+    assert history[0].outcome == "reconciled"
+    # The interrupted call was not repeated by reconciliation.
+    assert len(world.effects.calls) == calls_before + len(world.effects.calls[calls_before:])
+    assert gone not in world.journal.sightings()
+
+
+# --- dry run decides exactly what a live run decides --------------------------------------
+
+
+def _decisions(result):
+    return [(d.finding.uuid, d.finding.kind, d.step, d.why) for d in result.plan.decisions]
+
+
+def test_dry_run_decisions_equal_live_decisions(tmp_path):
+    results = {}
+    for dry_run in (False, True):
+        world = SimWorld(tmp_path / str(dry_run), dry_run=dry_run, max_actions_per_cycle=2)
+        world.boot("managed")
+        world.boot("other-managed")
+        for kind in (Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED):
+            world.orphan(f"orphan-{kind.value}", kind)
+        world.hv.define("99999999-9999-4999-8999-999999999999", "operator-vm", nova=False)
+        results[dry_run] = world.cycle()
+        if dry_run:
+            assert world.touched() == set()
+            assert all(o.dry_run for o in results[dry_run].outcomes)
+    assert _decisions(results[True]) == _decisions(results[False])
+    assert [o.uuid for o in results[True].outcomes] == [o.uuid for o in results[False].outcomes]
