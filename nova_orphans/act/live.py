@@ -1,0 +1,470 @@
+"""The live side effects: libvirt writes and file moves, each refused when unsafe.
+
+Everything here is reversible by ``quarantine.restore``: a stop leaves the
+domain defined; an undefine is preceded by a durable copy of the XML (and of the
+NVRAM/TPM state); the instance directory is renamed, never copied or deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import operator
+import os
+import re
+import shutil
+import stat
+import time
+import types
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+
+import libvirt
+
+from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.core import model
+from nova_orphans.observe import hypervisor
+
+DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
+DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
+#: File names inside a quarantine directory.
+XML_FILE, NVRAM_FILE, TPM_DIR, FILES_DIR = "domain.xml", "nvram", "swtpm", "files"
+
+#: File systems that may be shared between hosts. NOTE: every FUSE file system
+#: counts as shared as well: we cannot tell a local one from a network one.
+SHARED_FSTYPES = frozenset(
+    {
+        "nfs", "nfs4", "ceph", "cephfs", "glusterfs", "lustre", "gpfs", "ocfs2", "gfs2",
+        "beegfs", "cifs", "smb3", "smbfs", "9p", "virtiofs", "afs", "ncpfs", "orangefs",
+        "pvfs2", "panfs", "quobyte", "vzfs", "davfs", "fuse",
+    }
+)  # fmt: skip
+_XML_FLAGS = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
+# Undefine flags in the order they are given up when the driver rejects them.
+_UNDEFINE_FLAGS = (
+    ("managed-save", "VIR_DOMAIN_UNDEFINE_MANAGED_SAVE"),
+    ("snapshots-metadata", "VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA"),
+    ("checkpoints-metadata", "VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA"),
+    ("keep-nvram", "VIR_DOMAIN_UNDEFINE_KEEP_NVRAM"),
+    ("keep-tpm", "VIR_DOMAIN_UNDEFINE_KEEP_TPM"),
+)
+# Error codes with which a driver rejects a flag it does not know or support.
+_FLAG_REJECTED = frozenset(
+    getattr(libvirt, name)
+    for name in ("VIR_ERR_INVALID_ARG", "VIR_ERR_NO_SUPPORT", "VIR_ERR_ARGUMENT_UNSUPPORTED")
+    if hasattr(libvirt, name)
+)
+_STAMP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}")
+_POLL_INTERVAL = 0.25
+
+
+class LiveEffects:
+    """``Effects`` on a real libvirt connection (opened read-write on first use)."""
+
+    def __init__(
+        self,
+        uri: str,
+        instances_path: str,
+        quarantine_root: str,
+        allow_shared_storage: bool = False,
+        *,
+        mounts_file: str = DEFAULT_MOUNTS_FILE,
+        swtpm_root: str = DEFAULT_SWTPM_ROOT,
+    ) -> None:
+        self._uri = uri
+        self._instances_path = os.path.abspath(instances_path)
+        self._quarantine_root = os.path.abspath(quarantine_root)
+        self._allow_shared_storage = allow_shared_storage
+        self._mounts_file = mounts_file
+        self._swtpm_root = swtpm_root
+        self._conn: libvirt.virConnect | None = None
+
+    def close(self) -> None:
+        """Close the connection, if one was opened."""
+        if self._conn is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> LiveEffects:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- libvirt -----------------------------------------------------------------------
+
+    def stop(self, uuid: str, timeout: float) -> str:
+        """Shut the guest down; power it off after ``timeout`` s. It stays defined."""
+        dom = self._domain(uuid)
+        with self._errors(f"stop {uuid}"):
+            if not _is_active(dom):
+                return "already shut off"
+            if not dom.isPersistent():
+                # NOTE: a transient domain is gone once stopped: nothing could restore it.
+                raise EffectError(f"stop {uuid}: the domain is transient, stopping would delete it")
+            started = time.monotonic()
+            try:
+                dom.shutdown()
+            except libvirt.libvirtError as err:
+                if hypervisor._is_gone(err):
+                    raise
+                refused = f"graceful shutdown refused ({hypervisor._reason(err)})"
+            else:
+                if _wait_shut_off(dom, started + timeout):
+                    return f"shut down gracefully in {time.monotonic() - started:.0f} s"
+                refused = f"no graceful shutdown within {timeout:g} s"
+            try:
+                dom.destroy()
+            except libvirt.libvirtError:
+                if _is_active(dom):
+                    raise
+                return f"shut down gracefully in {time.monotonic() - started:.0f} s"
+            return f"{refused}; powered off"
+
+    def domain_xml(self, uuid: str) -> str:
+        """The persistent definition (inactive XML, with secure fields)."""
+        dom = self._domain(uuid)
+        with self._errors(f"read the XML of {uuid}"):
+            return str(dom.XMLDesc(_XML_FLAGS))
+
+    def undefine(self, uuid: str, directory: str) -> str:
+        """Copy NVRAM/TPM state into ``directory``, then undefine; refuse an active domain."""
+        target = self._checked_quarantine(directory)
+        dom = self._domain(uuid)
+        with self._errors(f"undefine {uuid}"):
+            if _is_active(dom):
+                # NOTE: undefining a running persistent domain makes it transient:
+                # it would vanish, unrestorable, when it stops.
+                raise EffectError(f"undefine {uuid}: the domain is running; stop it first")
+            xml = dom.XMLDesc(_XML_FLAGS)
+            notes = self._save_state_files(uuid, xml, target)
+            notes.insert(0, _undefine_with_fallback(dom))
+            self._check_still_undefined(uuid, xml)
+        return "; ".join(notes)
+
+    def _save_state_files(self, uuid: str, xml: str, directory: str) -> list[str]:
+        notes = []
+        nvram = nvram_path(xml)
+        if nvram is not None:
+            if os.path.isfile(nvram):
+                copied = os.path.join(directory, NVRAM_FILE)
+                shutil.copy2(nvram, copied)
+                os.chmod(copied, 0o600)
+                _fsync(copied)
+                notes.append(f"saved NVRAM {nvram}")
+            else:
+                notes.append(f"no NVRAM file at {nvram}")
+        tpm = os.path.join(self._swtpm_root, uuid)
+        if os.path.isdir(tpm) and not os.path.islink(tpm):
+            shutil.copytree(tpm, os.path.join(directory, TPM_DIR), symlinks=True)
+            notes.append(f"saved TPM state {tpm}")
+        _fsync(directory)
+        return notes
+
+    def _check_still_undefined(self, uuid: str, xml: str) -> None:
+        """Catch a guest started between our check and the undefine: define it again."""
+        try:
+            self._connection().lookupByUUIDString(uuid)
+        except libvirt.libvirtError as err:
+            if hypervisor._is_gone(err):
+                return
+            raise
+        self._connection().defineXML(xml)
+        raise EffectError(f"undefine {uuid}: the domain was started meanwhile; defined it again")
+
+    def _domain(self, uuid: str) -> libvirt.virDomain:
+        try:
+            return self._connection().lookupByUUIDString(uuid)
+        except libvirt.libvirtError as err:
+            if hypervisor._is_gone(err):
+                raise EffectError(f"no domain {uuid} in {self._uri}") from err
+            raise EffectError(f"libvirt {self._uri}: {hypervisor._reason(err)}") from err
+
+    def _connection(self) -> libvirt.virConnect:
+        if self._conn is None:
+            self._conn = open_connection(self._uri)
+        return self._conn
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Turn libvirt and OS errors into one-line ``EffectError``s."""
+        try:
+            yield
+        except libvirt.libvirtError as err:
+            raise EffectError(f"{what}: {hypervisor._reason(err)}") from err
+        except OSError as err:
+            raise EffectError(f"{what}: {os_reason(err)}") from err
+
+    # --- quarantine and files ----------------------------------------------------------
+
+    def quarantine_dir(self, uuid: str, stamp: str) -> str:
+        """Create ``<quarantine_root>/<uuid>/<stamp>`` (each level 0700) and return it."""
+        if not is_canonical_uuid(uuid):
+            raise EffectError(f"quarantine: {uuid!r} is not a canonical UUID")
+        if not _STAMP.fullmatch(stamp):
+            raise EffectError(f"quarantine: {stamp!r} is not a usable time stamp")
+        root = self._quarantine_root
+        with self._errors("quarantine"):
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            if not os.path.isdir(root) or not os.access(root, os.W_OK | os.X_OK):
+                raise EffectError(f"quarantine root {root} is not a writable directory")
+            os.chmod(root, 0o700)
+            path = root
+            for part in (uuid, stamp):
+                path = os.path.join(path, part)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, 0o700)
+                refusal = path_refusal(root, path)
+                if refusal:
+                    raise EffectError(f"quarantine: {refusal}")
+                os.chmod(path, 0o700)
+            if os.listdir(path):
+                raise EffectError(f"quarantine: {path} is already in use")
+            _fsync(os.path.dirname(path))
+        return path
+
+    def save_xml(self, directory: str, xml: str) -> None:
+        """Write ``domain.xml`` (0600) into the quarantine directory, fsynced."""
+        target = self._checked_quarantine(directory)
+        with self._errors("save the domain XML"):
+            write_durably(os.path.join(target, XML_FILE), xml)
+
+    def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
+        """Rename ``<instances_path>/<uuid>`` to ``<directory>/files`` when that is safe."""
+        if not is_canonical_uuid(uuid):
+            return FilesResult(False, f"{uuid!r} is not a canonical UUID: no path is built from it")
+        target = self._checked_quarantine(directory)
+        source = os.path.join(self._instances_path, uuid)
+        refusal = path_refusal(self._instances_path, source)
+        if refusal is None and not self._allow_shared_storage:
+            refusal = shared_storage_refusal(source, self._mounts_file)
+        if refusal is not None:
+            return FilesResult(False, f"files not moved: {refusal}")
+        destination = os.path.join(target, FILES_DIR)
+        try:
+            os.rename(source, destination)
+        except OSError as err:
+            if err.errno == errno.EXDEV:
+                return FilesResult(
+                    False,
+                    f"files not moved: {source} and the quarantine {target} are on different "
+                    "file systems (not copied; move it by hand or put the quarantine beside it)",
+                )
+            raise EffectError(f"move {source}: {os_reason(err)}") from err
+        for changed in (self._instances_path, target):
+            with contextlib.suppress(OSError):
+                _fsync(changed)
+        return FilesResult(True, f"moved {source} to {destination}")
+
+    def _checked_quarantine(self, directory: str) -> str:
+        refusal = path_refusal(self._quarantine_root, directory)
+        if refusal:
+            raise EffectError(f"quarantine: {refusal}")
+        return os.path.abspath(directory)
+
+
+def open_connection(uri: str) -> libvirt.virConnect:
+    """A read-write connection to ``uri``; ``EffectError`` (one line) when it fails."""
+    libvirt.registerErrorHandler(hypervisor._ignore_error, None)
+    try:
+        conn = libvirt.open(uri)
+    except libvirt.libvirtError as err:
+        raise EffectError(f"libvirt unreachable at {uri}: {hypervisor._reason(err)}") from err
+    if conn is None:  # very old bindings return None instead of raising
+        raise EffectError(f"libvirt unreachable at {uri}: connection failed")
+    return conn
+
+
+def is_canonical_uuid(value: str) -> bool:
+    """True for a lower-case, hyphenated UUID: the only text we build paths from."""
+    try:
+        return str(uuidlib.UUID(value)) == value
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def path_refusal(base: str, path: str) -> str | None:
+    """Why ``path`` is not a safe directory strictly inside ``base``; None when it is.
+
+    Refused: a missing path, a symlink in any component (of ``base`` too: the
+    lexical path must equal the real one), a path that is not a directory, and
+    a path that is not below ``base`` (e.g. by ``..``).
+    """
+    lexical = os.path.abspath(path)
+    try:
+        mode = os.lstat(lexical).st_mode
+    except FileNotFoundError:
+        return f"{lexical} does not exist"
+    except OSError as err:
+        return f"cannot inspect {lexical}: {os_reason(err)}"
+    link = first_symlink(lexical)
+    if link is not None:
+        return f"{link} is a symlink (never followed)"
+    if not stat.S_ISDIR(mode):
+        return f"{lexical} is not a directory"
+    real, real_base = os.path.realpath(lexical), os.path.realpath(base)
+    if real != lexical:
+        return f"{lexical} resolves to {real}"
+    if os.path.dirname(real) == real or os.path.commonpath([real, real_base]) != real_base:
+        return f"{real} is outside {real_base}"
+    if real == real_base:
+        return f"{real} is {base} itself"
+    return None
+
+
+def first_symlink(path: str) -> str | None:
+    """The first existing component of absolute ``path`` that is a symlink, if any."""
+    current = os.sep
+    for part in os.path.abspath(path).split(os.sep)[1:]:
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return current
+        except FileNotFoundError:
+            return None
+    return None
+
+
+def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) -> str | None:
+    """Why ``path`` may be on storage shared between hosts; None when it is local."""
+    real = os.path.realpath(path)
+    try:
+        with open(mounts_file, encoding="utf-8", errors="replace") as mounts:
+            found = mount_of(real, mounts.read())
+    except OSError as err:
+        return f"cannot tell which file system holds {real} ({mounts_file}: {os_reason(err)})"
+    if found is None:
+        return f"cannot tell which file system holds {real} (no mount in {mounts_file})"
+    mount_point, fstype = found
+    if fstype in SHARED_FSTYPES or fstype.startswith(("fuse.", "nfs")):
+        return f"{real} is on {fstype} ({mount_point}), shared storage (not allowed)"
+    return None
+
+
+def mount_of(path: str, mounts: str) -> tuple[str, str] | None:
+    """The (mount point, fstype) of the longest mount point holding ``path``.
+
+    ``mounts`` is /proc/self/mountinfo or /proc/mounts text; of two mounts on
+    the same point, the later one (on top) wins.
+    """
+    best: tuple[str, str] | None = None
+    for line in mounts.splitlines():
+        if " - " in line:
+            fields, rest = line.split(" - ", 1)
+            parts, fs_parts = fields.split(), rest.split()
+            if len(parts) < 5 or not fs_parts:
+                continue
+            mount_point, fstype = _unescape(parts[4]), fs_parts[0]
+        else:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            mount_point, fstype = _unescape(parts[1]), parts[2]
+        inside = mount_point == "/" or path == mount_point or path.startswith(mount_point + "/")
+        if inside and (best is None or len(mount_point) >= len(best[0])):
+            best = (mount_point, fstype)
+    return best
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def leftovers(domain: model.Domain, instances_path: str) -> list[str]:
+    """What a reap leaves for the operator: storage outside the instance directory, taps."""
+    own = os.path.join(os.path.abspath(instances_path), domain.uuid) + os.sep
+    items = []
+    for disk in domain.disks:
+        if not disk.source:
+            continue
+        if disk.source_type == "file":
+            if not os.path.abspath(disk.source).startswith(own):
+                items.append(f"disk {disk.target}: file {disk.source} (outside {own[:-1]})")
+        elif disk.source_type == "network":
+            items.append(f"disk {disk.target}: network {disk.source}")
+        elif disk.source_type == "block":
+            items.append(f"disk {disk.target}: block device {disk.source} (LVM, iSCSI or FC)")
+        else:
+            items.append(f"disk {disk.target}: {disk.source_type} {disk.source}")
+    for nic in domain.interfaces:
+        if nic.target_dev:
+            where = f" on {nic.source}" if nic.source else ""
+            items.append(f"interface {nic.target_dev} ({nic.type}{where}, mac {nic.mac})")
+    return items
+
+
+def nvram_path(xml: str) -> str | None:
+    """The ``<os><nvram>`` file of a domain XML, if it names one."""
+    try:
+        node = ET.fromstring(xml).find("os/nvram")
+    except ET.ParseError:
+        return None
+    text = (node.text or "").strip() if node is not None else ""
+    return text or None
+
+
+def write_durably(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (0600) through a temporary file, fsync file and directory."""
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    _fsync(os.path.dirname(path))
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _undefine_with_fallback(dom: libvirt.virDomain) -> str:
+    """Undefine with every flag the driver accepts, giving them up one by one."""
+    flags = [
+        (label, getattr(libvirt, name)) for label, name in _UNDEFINE_FLAGS if hasattr(libvirt, name)
+    ]
+    rejected: list[str] = []
+    while flags:
+        try:
+            dom.undefineFlags(functools.reduce(operator.or_, (value for _, value in flags)))
+        except libvirt.libvirtError as err:
+            if err.get_error_code() not in _FLAG_REJECTED:
+                raise
+            rejected.append(flags.pop()[0])
+            continue
+        break
+    else:
+        dom.undefine()
+    return "undefined" + (f" (driver rejected {', '.join(rejected)})" if rejected else "")
+
+
+def _is_active(dom: libvirt.virDomain) -> bool:
+    return bool(dom.state()[0] not in hypervisor._INACTIVE)
+
+
+def _wait_shut_off(dom: libvirt.virDomain, deadline: float) -> bool:
+    while True:
+        if not _is_active(dom):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+
+
+def os_reason(err: OSError) -> str:
+    """An OS error on one line: what and, when known, which file."""
+    where = f" ({err.filename})" if err.filename else ""
+    return f"{err.strerror or err}{where}"

@@ -1,0 +1,79 @@
+"""Effects for a dry run: change nothing, remember every call, answer plausibly."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import libvirt
+
+from nova_orphans.act import live
+from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.observe import hypervisor
+
+
+class RecordingEffects:
+    """``Effects`` that record ``(method, args)`` in ``calls`` and change nothing.
+
+    With a ``uri``, ``domain_xml`` reads the real XML through a read-only
+    connection; without one it returns "".
+    """
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        instances_path: str = "",
+        quarantine_root: str = "",
+    ) -> None:
+        self.calls: list[tuple[str, tuple[object, ...]]] = []
+        self._uri = uri
+        self._instances_path = instances_path
+        self._quarantine_root = quarantine_root
+
+    def stop(self, uuid: str, timeout: float) -> str:
+        """Record; say what a live run would do."""
+        self.calls.append(("stop", (uuid, timeout)))
+        return f"would stop (graceful shutdown, power off after {timeout:g} s)"
+
+    def domain_xml(self, uuid: str) -> str:
+        """Record; the inactive XML read through a read-only connection, or ""."""
+        self.calls.append(("domain_xml", (uuid,)))
+        if not self._uri:
+            return ""
+        libvirt.registerErrorHandler(hypervisor._ignore_error, None)
+        try:
+            conn = libvirt.openReadOnly(self._uri)
+        except libvirt.libvirtError as err:
+            reason = hypervisor._reason(err)
+            raise EffectError(f"libvirt unreachable at {self._uri}: {reason}") from err
+        try:
+            # NOTE: a read-only connection may not ask for secure fields.
+            return str(conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+        except libvirt.libvirtError as err:
+            raise EffectError(f"read the XML of {uuid}: {hypervisor._reason(err)}") from err
+        finally:
+            with contextlib.suppress(libvirt.libvirtError):
+                conn.close()
+
+    def quarantine_dir(self, uuid: str, stamp: str) -> str:
+        """Record; the directory a live run would create (nothing is created)."""
+        self.calls.append(("quarantine_dir", (uuid, stamp)))
+        return os.path.join(self._quarantine_root, uuid, stamp)
+
+    def save_xml(self, directory: str, xml: str) -> None:
+        """Record; write nothing."""
+        self.calls.append(("save_xml", (directory, xml)))
+
+    def undefine(self, uuid: str, directory: str) -> str:
+        """Record; say what a live run would do."""
+        self.calls.append(("undefine", (uuid, directory)))
+        return "would undefine (after saving NVRAM/TPM state)"
+
+    def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
+        """Record; say where a live run would move the files (unless unsafe)."""
+        self.calls.append(("move_instance_files", (uuid, directory)))
+        if not live.is_canonical_uuid(uuid):
+            return FilesResult(False, f"dry run: {uuid!r} is not a canonical UUID")
+        source = os.path.join(self._instances_path, uuid)
+        target = os.path.join(directory, live.FILES_DIR)
+        return FilesResult(False, f"dry run: would move {source} to {target} if safe")
