@@ -213,7 +213,11 @@ class LiveEffects:
             raise EffectError(f"quarantine: {stamp!r} is not a usable time stamp")
         root = self._quarantine_root
         with self._errors("quarantine"):
-            os.makedirs(root, mode=0o700, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.makedirs(root, mode=0o700)
+            link = first_symlink(root)
+            if link is not None:
+                raise EffectError(f"quarantine root {root}: {link} is a symlink")
             if not os.path.isdir(root) or not os.access(root, os.W_OK | os.X_OK):
                 raise EffectError(f"quarantine root {root} is not a writable directory")
             os.chmod(root, 0o700)

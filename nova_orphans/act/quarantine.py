@@ -83,7 +83,7 @@ def restore_files(entry: QuarantineEntry, instances_path: str) -> str:
     except OSError as err:
         where = "another file system" if err.errno == errno.EXDEV else _reason(err)
         raise EffectError(f"restore files of {entry.uuid}: cannot move to {where}") from err
-    return f"moved {source} back to {target}"
+    return f"moved the instance directory back to {target}"
 
 
 def purge(entry: QuarantineEntry, quarantine_root: str) -> str:
