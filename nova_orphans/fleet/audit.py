@@ -1,0 +1,104 @@
+"""The fleet audit: scan every host's libvirt, ask Nova once, classify; changes nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping, Sequence
+
+from nova_orphans.core import fleet as core_fleet
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
+from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector, Server
+from nova_orphans.fleet.scan import HostScan
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
+
+
+@dataclasses.dataclass(frozen=True)
+class HostReport:
+    """One host of the fleet: its findings, or why it could not be audited.
+
+    ``findings`` is None when the host's libvirt could not be read: that is
+    never the same as "no domains". ``known_to_nova`` is False for a host that
+    runs no nova-compute service Nova knows of.
+    """
+
+    host: str
+    uri: str
+    findings: list[Finding] | None
+    error: str | None
+    known_to_nova: bool
+
+    @property
+    def reachable(self) -> bool:
+        """True when the host's libvirt was read and its guests classified."""
+        return self.findings is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetReport:
+    """The outcome of one fleet audit."""
+
+    checked_at: datetime.datetime
+    hosts: list[HostReport]
+    #: Requests made to Nova's API by the observer, host discovery included.
+    nova_requests: int
+    #: Where Nova keeps instance directories on the hosts (for the leftovers).
+    instances_path: str = DEFAULT_INSTANCES_PATH
+
+    @property
+    def unreachable(self) -> list[HostReport]:
+        """Hosts whose libvirt could not be read (exit code 1)."""
+        return [h for h in self.hosts if not h.reachable]
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding of every reachable host."""
+        return [f for h in self.hosts for f in h.findings or []]
+
+    @property
+    def has_orphans(self) -> bool:
+        """True when some host holds an orphan, split-brain included (exit code 3)."""
+        return any(f.kind in ORPHAN_KINDS for f in self.findings)
+
+    def count(self, kind: Kind) -> int:
+        """How many findings of ``kind``, over all hosts."""
+        return sum(1 for f in self.findings if f.kind is kind)
+
+
+def fleet_audit(
+    scans: Sequence[HostScan],
+    nova: FleetNovaObserver,
+    known_hosts: Sequence[str],
+    now: datetime.datetime,
+    deny: Selector | None = None,
+    instances_path: str = DEFAULT_INSTANCES_PATH,
+) -> FleetReport:
+    """Classify the scanned hosts against one fleet-wide look at Nova.
+
+    The scans come first, so Nova's answers are never older than the domains
+    they are compared with. Raises ``NovaError`` when Nova fails (fail closed).
+    """
+    domains_by_host = {s.host: s.domains for s in scans if s.domains is not None}
+    live = nova.live_servers()
+    looked_up = _lookups(nova, domains_by_host, live)
+    migrations = nova.all_migrations()
+    views = {
+        host: core_fleet.nova_view_for(host, domains, live, looked_up, migrations)
+        for host, domains in domains_by_host.items()
+    }
+    findings = core_fleet.classify_fleet(domains_by_host, views, deny)
+    known = set(known_hosts)
+    hosts = [
+        HostReport(s.host, s.uri, findings.get(s.host), s.error, s.host in known) for s in scans
+    ]
+    return FleetReport(now, hosts, nova.requests_made, instances_path)
+
+
+def _lookups(
+    nova: FleetNovaObserver,
+    domains_by_host: Mapping[str, Sequence[Domain]],
+    live: Mapping[str, Server],
+) -> dict[str, Server | None]:
+    """One lookup per UUID that the live listing does not explain, however many copies."""
+    unexplained = {d.uuid for ds in domains_by_host.values() for d in ds} - live.keys()
+    return {uuid: nova.lookup(uuid) for uuid in sorted(unexplained)}

@@ -1,0 +1,153 @@
+"""Scan the libvirt domains of many hosts in parallel, each within a deadline.
+
+At most ``concurrency`` scans are in flight at a time. A scan still running
+when its host's deadline passes is reported as timed out and abandoned: its
+thread is a daemon, so a libvirt call that never returns neither blocks the
+other hosts nor keeps the process alive once the report is printed.
+
+NOTE: this is why the scans run on daemon threads behind a counter rather than
+in a ``concurrent.futures.ThreadPoolExecutor``: an executor cannot give up on
+a running task, keeps its slot taken, and joins its workers at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from nova_orphans.core.model import Domain
+from nova_orphans.observe.errors import ObserveError
+from nova_orphans.observe.hypervisor import LibvirtObserver
+
+#: Scans one libvirt URI: every domain, or raises ``ObserveError``.
+Scanner = Callable[[str], Sequence[Domain]]
+Clock = Callable[[], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostScan:
+    """The libvirt side of one host: its domains, or why they could not be read."""
+
+    host: str
+    uri: str
+    domains: tuple[Domain, ...] | None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def reachable(self) -> bool:
+        """True when the domains were read; an unreachable host has no domain list at all."""
+        return self.domains is not None
+
+
+def libvirt_scan(uri: str) -> tuple[Domain, ...]:
+    """Every domain behind ``uri``, read through a read-only connection."""
+    with LibvirtObserver.open(uri) as observer:
+        return observer.list_domains()
+
+
+def uri_for(template: str, host: str) -> str:
+    """The libvirt URI of ``host``: ``{host}`` in ``template`` replaced by its name."""
+    return template.replace("{host}", host)
+
+
+@dataclasses.dataclass
+class _InFlight:
+    host: str
+    uri: str
+    started: float
+
+
+def scan_hosts(
+    hosts: Sequence[str],
+    template: str,
+    *,
+    concurrency: int,
+    timeout: float,
+    scanner: Scanner = libvirt_scan,
+    clock: Clock = time.monotonic,
+) -> list[HostScan]:
+    """Scan every host, ``concurrency`` at a time, each within ``timeout`` seconds.
+
+    Returns one ``HostScan`` per host, in the order of ``hosts``. A libvirt
+    failure or a timeout makes that host unreachable; the others are unaffected.
+    Errors other than ``ObserveError`` are bugs and are raised here.
+    """
+    if concurrency < 1 or timeout <= 0:
+        raise ValueError("concurrency must be >= 1 and timeout > 0")
+    waiting = collections.deque(dict.fromkeys(hosts))
+    done: queue.Queue[tuple[str, tuple[Domain, ...] | None, BaseException | None]] = queue.Queue()
+    in_flight: dict[str, _InFlight] = {}
+    results: dict[str, HostScan] = {}
+    while waiting or in_flight:
+        while waiting and len(in_flight) < concurrency:
+            host = waiting.popleft()
+            in_flight[host] = _start(host, uri_for(template, host), scanner, done, clock)
+        _collect(done, in_flight, results, timeout, clock)
+    return [results[h] for h in hosts]
+
+
+def _start(
+    host: str,
+    uri: str,
+    scanner: Scanner,
+    done: queue.Queue[tuple[str, tuple[Domain, ...] | None, BaseException | None]],
+    clock: Clock,
+) -> _InFlight:
+    def run() -> None:
+        try:
+            done.put((host, tuple(scanner(uri)), None))
+        except BaseException as exc:  # handed to the caller's thread, never dropped
+            done.put((host, None, exc))
+
+    flight = _InFlight(host, uri, clock())
+    threading.Thread(target=run, name=f"scan-{host}", daemon=True).start()
+    return flight
+
+
+def _collect(
+    done: queue.Queue[tuple[str, tuple[Domain, ...] | None, BaseException | None]],
+    in_flight: dict[str, _InFlight],
+    results: dict[str, HostScan],
+    timeout: float,
+    clock: Clock,
+) -> None:
+    """Wait for one scan to end or the earliest deadline to pass; record what happened."""
+    deadline = min(f.started for f in in_flight.values()) + timeout
+    try:
+        host, domains, exc = done.get(timeout=max(0.0, deadline - clock()))
+    except queue.Empty:
+        _expire(in_flight, results, timeout, clock)
+        return
+    flight = in_flight.pop(host, None)
+    if flight is None:
+        return  # a scan that already timed out came back late: its result is ignored
+    results[host] = _result(flight, domains, exc, clock() - flight.started)
+
+
+def _result(
+    flight: _InFlight,
+    domains: tuple[Domain, ...] | None,
+    exc: BaseException | None,
+    seconds: float,
+) -> HostScan:
+    if exc is None:
+        return HostScan(flight.host, flight.uri, domains, None, seconds)
+    if isinstance(exc, ObserveError):
+        return HostScan(flight.host, flight.uri, None, " ".join(str(exc).split()), seconds)
+    raise exc
+
+
+def _expire(
+    in_flight: dict[str, _InFlight], results: dict[str, HostScan], timeout: float, clock: Clock
+) -> None:
+    now = clock()
+    for host, flight in list(in_flight.items()):
+        if now - flight.started >= timeout:
+            del in_flight[host]
+            reason = f"libvirt {flight.uri}: no answer within {timeout:g} s (timed out)"
+            results[host] = HostScan(host, flight.uri, None, reason, now - flight.started)
