@@ -13,7 +13,6 @@ import datetime
 import logging
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -85,6 +84,7 @@ class Agent:
     journal: Journal
     policy: Policy
     quarantine_root: str
+    instances_path: str = "/var/lib/nova/instances"
     deny: Selector = dataclasses.field(default_factory=Selector)
     dry_run: bool = False
     stop_timeout: float = 60.0
@@ -206,12 +206,12 @@ class Agent:
         return path
 
 
-def run_forever(agent: Agent, interval: float, jitter: float, stop: threading.Event) -> None:
-    """Cycle every ``interval`` s (plus jitter) until ``stop`` is set; finish the current step."""
-    rng = random.Random()
-    while not stop.is_set():
-        agent.cycle(should_stop=stop.is_set)
-        stop.wait(interval * (1 + rng.uniform(0, jitter)))
+def next_wait(interval: float, jitter: float) -> float:
+    """Seconds until the next cycle: ``interval`` plus up to ``jitter`` of it, at random.
+
+    NOTE: the jitter keeps a fleet's agents from all asking Nova at once.
+    """
+    return interval * (1 + random.uniform(0, jitter))
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Protocol
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.core.classify import classify
 from nova_orphans.core.decide import Decision, Plan
+from nova_orphans.core.leftovers import leftovers as core_leftovers
 from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.core.policy import Step
 from nova_orphans.observe.errors import ObserveError
@@ -64,6 +65,7 @@ class Actuator:
         stop_timeout: float = 60.0,
         deny: Selector | None = None,
         on_outcome: Callable[[Outcome], None] | None = None,
+        instances_path: str = "/var/lib/nova/instances",
     ) -> None:
         self._effects = effects
         self._look = look
@@ -73,6 +75,7 @@ class Actuator:
         self._stop_timeout = stop_timeout
         self._deny = deny
         self._on_outcome = on_outcome
+        self._instances_path = instances_path
 
     def execute(self, plan: Plan, should_stop: Callable[[], bool] = lambda: False) -> list[Outcome]:
         """Run every step of ``plan`` in order; stop between steps when ``should_stop``."""
@@ -141,7 +144,7 @@ class Actuator:
             moved, files_detail = files.moved, files.detail
         else:
             moved, files_detail = False, "files left in place: the live copy may use them"
-        leftovers = leftovers_of(finding.domain)
+        leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
         if not self._dry_run:
             self._journal.add_quarantine(
                 QuarantineEntry(
@@ -175,16 +178,3 @@ class Actuator:
         if self._on_outcome:
             self._on_outcome(result)
         return result
-
-
-def leftovers_of(domain: Domain | None) -> list[str]:
-    """Storage and network pieces a reap does not remove, for the operator to finish."""
-    if domain is None:
-        return []
-    items = [
-        f"disk {d.target}: {d.source_type} {d.protocol + ':' if d.protocol else ''}{d.source}"
-        for d in domain.disks
-        if d.source and d.source_type != "file"
-    ]
-    items += [f"tap {i.target_dev}" for i in domain.interfaces if i.target_dev]
-    return items

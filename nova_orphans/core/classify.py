@@ -105,8 +105,10 @@ def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
                 f"{migration.migration_type} in progress "
                 f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})"
             )
-        if migration.status in MIGRATION_AWAITING_CONFIRM and migration.source_compute == nova.host:
-            return f"{migration.migration_type} awaits confirmation; this host is its source"
+        if migration.status in MIGRATION_AWAITING_CONFIRM:
+            # NOTE: until confirm or revert, either end may be the one Nova keeps.
+            role = "source" if migration.source_compute == nova.host else "destination"
+            return f"{migration.migration_type} awaits confirmation; this host is its {role}"
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import pathlib
 
+from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Action, Policy
@@ -28,6 +29,8 @@ class SimWorld:
         self.nova.add_compute(OTHER)
         self.hv = SimulatedHost(HOST)
         self.effects = SimulatedEffects(self.hv)
+        # Dry run swaps only the effects, exactly as `nova-orphans run --dry-run` does.
+        self.recorder = RecordingEffects()
         self.journal = Journal(str(tmp_path / "journal.sqlite"))
         fields: dict[str, object] = dict(
             actions=ALL_REAP,
@@ -42,7 +45,7 @@ class SimWorld:
             host=HOST,
             open_hypervisor=lambda: no_context(self.hv),
             nova=NovaObserver(self.nova, retry=lambda call: call()),
-            effects=self.effects,
+            effects=self.recorder if dry_run else self.effects,
             journal=self.journal,
             policy=Policy(**fields),  # type: ignore[arg-type]
             quarantine_root=str(tmp_path / "quarantine"),

@@ -1,0 +1,111 @@
+"""``run``: the periodic agent (or one cycle with ``--once``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from oslo_config import cfg
+
+from nova_orphans import agent as agent_loop
+from nova_orphans import conf as config
+from nova_orphans.act.effects import Effects
+from nova_orphans.act.live import LiveEffects
+from nova_orphans.act.recording import RecordingEffects
+from nova_orphans.cli import common
+from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.observe.hypervisor import LibvirtObserver
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.record.journal import Journal
+from nova_orphans.record.metrics import Metrics
+
+
+def register(commands: Any) -> None:
+    """Add the ``run`` sub-command."""
+    run = commands.add_parser("run", help="the agent: find orphans and act as configured")
+    common.add_config(run)
+    common.add_host(run)
+    run.add_argument("--once", action="store_true", help="one cycle, then exit (0/3/4/1)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide and journal, change nothing (overrides the config)",
+    )
+    run.set_defaults(handler=run_agent)
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    """Wire the agent from the config, reconcile interrupted steps, then cycle."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    conf = common.load_conf(args)
+    agent = build_agent(conf, args)
+    metrics_out = _metrics(conf, agent.metrics)
+    agent.reconcile()
+    if args.once:
+        result = agent.cycle()
+        metrics_out()
+        return result.exit_code
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # NOTE: the current step finishes; the actuator checks between steps.
+        signal.signal(signum, lambda *_: stop.set())
+    while not stop.is_set():
+        agent.cycle(should_stop=stop.is_set)
+        metrics_out()
+        stop.wait(agent_loop.next_wait(conf.agent.interval, conf.agent.jitter))
+    return common.EXIT_OK
+
+
+def build_agent(conf: cfg.ConfigOpts, args: argparse.Namespace) -> agent_loop.Agent:
+    """Everything the agent needs, validated before anything runs."""
+    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    policy = config.policy(conf)
+    paths = config.state_paths(conf)
+    dry_run = bool(args.dry_run or conf.agent.dry_run)
+    _require_writable_dir(paths.quarantine)
+    journal = Journal(paths.journal)
+    nova = NovaObserver(transport_from_conf(conf))
+    effects: Effects
+    if dry_run:
+        effects = RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)
+    else:
+        effects = LiveEffects(
+            settings.libvirt_uri,
+            settings.instances_path,
+            paths.quarantine,
+            conf.agent.allow_shared_storage_reap,
+        )
+    return agent_loop.Agent(
+        host=settings.host,
+        open_hypervisor=lambda: LibvirtObserver.open(settings.libvirt_uri),
+        nova=nova,
+        effects=effects,
+        journal=journal,
+        policy=policy,
+        quarantine_root=paths.quarantine,
+        instances_path=settings.instances_path,
+        deny=settings.deny,
+        dry_run=dry_run,
+        stop_timeout=float(conf.agent.stop_timeout),
+    )
+
+
+def _require_writable_dir(path: str) -> None:
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise config.ConfigError(f"quarantine directory {path}: {exc.strerror}") from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise config.ConfigError(f"quarantine directory {path} is not writable")
+
+
+def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Any:
+    """Start the HTTP endpoint if configured; return what to call after each cycle."""
+    if conf.metrics.port:
+        metrics.serve(conf.metrics.bind_address, conf.metrics.port)
+    textfile = conf.metrics.textfile
+    return (lambda: metrics.write_textfile(textfile)) if textfile else (lambda: None)

@@ -1,0 +1,64 @@
+"""``audit`` and ``demo``: observe and classify one host; change nothing."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from typing import Any
+
+from nova_orphans import conf as config
+from nova_orphans import pipeline, report
+from nova_orphans.cli import common
+from nova_orphans.observe.hypervisor import LibvirtObserver
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransport
+from nova_orphans.observe.nova_session import transport_from_conf as _transport
+
+
+def register(commands: Any) -> None:
+    """Add the ``audit`` and ``demo`` sub-commands."""
+    audit = commands.add_parser("audit", help="report orphan guests on this host; changes nothing")
+    common.add_config(audit)
+    common.add_host(audit)
+    common.add_format(audit)
+    audit.set_defaults(handler=run_audit)
+    demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
+    common.add_format(demo)
+    demo.set_defaults(handler=run_demo)
+
+
+def transport_from_conf(conf: Any) -> KeystoneTransport:
+    """Nova's transport from the config; missing credentials are a config error (exit 2)."""
+    try:
+        return _transport(conf)
+    except CredentialsMissing as exc:
+        raise config.ConfigError(str(exc)) from exc
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """One read-only audit of this host."""
+    conf = common.load_conf(args)
+    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    nova = NovaObserver(transport_from_conf(conf))
+    with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
+        result = pipeline.audit(hypervisor, nova, settings.host, common.now(), settings.deny)
+    return show(result, args.format)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """Audit the embedded simulated cloud through the same pipeline."""
+    from nova_orphans.demo import world
+
+    with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
+        demo = world.build(directory)
+        with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
+            # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
+            nova = NovaObserver(demo.nova, retry=lambda call: call())
+            result = pipeline.audit(hypervisor, nova, demo.host, demo.now)
+    return show(result, args.format)
+
+
+def show(result: pipeline.AuditReport, fmt: str) -> int:
+    """Print the report; exit 3 when it holds orphans, else 0."""
+    print(report.render_json(result) if fmt == "json" else report.render_table(result))
+    return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK

@@ -1,0 +1,133 @@
+"""``history``, ``quarantine list``, ``restore`` and ``purge``: the journal and the quarantine."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import uuid as uuidlib
+from typing import Any
+
+from nova_orphans import conf as config
+from nova_orphans.act import quarantine
+from nova_orphans.cli import common
+from nova_orphans.record.journal import Journal, QuarantineEntry
+
+
+def register(commands: Any) -> None:
+    """Add the journal and quarantine sub-commands."""
+    history = commands.add_parser("history", help="what the agent did, newest first")
+    common.add_config(history)
+    history.add_argument("--uuid", type=_uuid, help="only this guest")
+    history.add_argument("--limit", type=int, default=100)
+    common.add_format(history)
+    history.set_defaults(handler=show_history)
+
+    quarantine_cmd = commands.add_parser("quarantine", help="reaped guests kept for restore")
+    sub = quarantine_cmd.add_subparsers(
+        dest="quarantine_command", required=True, parser_class=common.Parser
+    )
+    listing = sub.add_parser("list", help="list quarantined guests")
+    common.add_config(listing)
+    common.add_format(listing)
+    listing.set_defaults(handler=list_quarantine)
+
+    restore = commands.add_parser("restore", help="bring a reaped guest back from quarantine")
+    common.add_config(restore)
+    common.add_host(restore)
+    restore.add_argument("uuid", type=_uuid, metavar="UUID")
+    restore.add_argument("--start", action="store_true", help="start the guest once defined")
+    restore.set_defaults(handler=restore_guest)
+
+    purge = commands.add_parser("purge", help="delete old quarantine entries for good")
+    common.add_config(purge)
+    purge.add_argument("--older-than", type=_days, required=True, metavar="DAYS")
+    purge.set_defaults(handler=purge_quarantine)
+
+
+def _uuid(value: str) -> str:
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
+
+
+def _days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
+    if days < 0:
+        raise argparse.ArgumentTypeError("--older-than must not be negative")
+    return days
+
+
+def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]:
+    conf = common.load_conf(args)
+    paths = config.state_paths(conf)
+    return Journal(paths.journal), paths, conf
+
+
+def show_history(args: argparse.Namespace) -> int:
+    """Print intents and outcomes."""
+    journal, _, _ = _journal(args)
+    intents = journal.history(args.uuid, args.limit)
+    if args.format == "json":
+        print(json.dumps([dataclasses.asdict(i) for i in intents], indent=2))
+        return common.EXIT_OK
+    for i in intents:
+        dry = " (dry run)" if i.dry_run else ""
+        print(
+            f"{i.started_at}  {i.uuid}  {i.kind:<9} {i.step:<4}{dry}  "
+            f"{i.outcome or 'OPEN'}  {i.detail or ''}"
+        )
+    return common.EXIT_OK
+
+
+def list_quarantine(args: argparse.Namespace) -> int:
+    """Print the restorable quarantine entries."""
+    journal, _, _ = _journal(args)
+    entries = journal.quarantine()
+    if args.format == "json":
+        print(json.dumps([dataclasses.asdict(e) for e in entries], indent=2))
+        return common.EXIT_OK
+    for e in entries:
+        files = "files" if e.files_moved else "xml only"
+        print(f"{e.reaped_at}  {e.uuid}  {e.kind:<9} {files:<8}  {e.path}")
+    return common.EXIT_OK
+
+
+def restore_guest(args: argparse.Namespace) -> int:
+    """Redefine a reaped guest from its saved XML and move its files back."""
+    journal, _, conf = _journal(args)
+    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    entry = _latest(journal.quarantine(), args.uuid)
+    detail = quarantine.restore(entry, settings.libvirt_uri, settings.instances_path, args.start)
+    journal.close_quarantine(entry, "restored_at", common.now())
+    print(f"restored {entry.uuid}: {detail}")
+    return common.EXIT_OK
+
+
+def _latest(entries: list[QuarantineEntry], uuid: str) -> QuarantineEntry:
+    matching = [e for e in entries if e.uuid == uuid]
+    if not matching:
+        raise config.ConfigError(f"no restorable quarantine entry for {uuid}")
+    return matching[-1]
+
+
+def purge_quarantine(args: argparse.Namespace) -> int:
+    """Delete quarantine entries older than ``--older-than`` days."""
+    journal, paths, _ = _journal(args)
+    cutoff = common.now() - datetime.timedelta(days=args.older_than)
+    for entry in journal.quarantine():
+        if _reaped_at(entry) <= cutoff:
+            print(f"purged {entry.uuid}: {quarantine.purge(entry, paths.quarantine)}")
+            journal.close_quarantine(entry, "purged_at", common.now())
+    return common.EXIT_OK
+
+
+def _reaped_at(entry: QuarantineEntry) -> datetime.datetime:
+    return datetime.datetime.strptime(entry.reaped_at, "%Y%m%dT%H%M%SZ").replace(
+        tzinfo=datetime.timezone.utc
+    )
