@@ -1,0 +1,269 @@
+"""Live and recording effects against libvirt's in-process test:///default driver.
+
+test:///default is one world per process, shared by every connection to it:
+the domains defined here are ours (random UUIDs) and are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable, Iterator
+
+import libvirt
+import pytest
+
+from nova_orphans.act import live, quarantine
+from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.recording import RecordingEffects
+from nova_orphans.record.journal import QuarantineEntry
+from tests import worlds
+
+URI = "test:///default"
+STAMP = "20240501T120000Z"
+INACTIVE = libvirt.VIR_DOMAIN_XML_INACTIVE
+
+Define = Callable[..., libvirt.virDomain]
+
+
+def _xml(uuid: str, name: str, nvram: str | None) -> str:
+    firmware = ""
+    if nvram is not None:
+        firmware = (
+            "<loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE.fd</loader>"
+            f"<nvram>{nvram}</nvram>"
+        )
+    return (
+        f"<domain type='test'><name>{name}</name><uuid>{uuid}</uuid>"
+        f"<metadata>{worlds.nova_metadata()}</metadata><memory unit='KiB'>32768</memory>"
+        f"<os><type>hvm</type>{firmware}</os></domain>"
+    )
+
+
+@pytest.fixture
+def conn() -> Iterator[libvirt.virConnect]:
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    opened = libvirt.open(URI)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def define(conn: libvirt.virConnect) -> Iterator[Define]:
+    """Define (and by default start) a Nova-like test domain; all are removed afterwards."""
+    made: list[str] = []
+
+    def _define(
+        *, running: bool = True, transient: bool = False, nvram: str | None = None
+    ) -> libvirt.virDomain:
+        uuid = worlds.random_uuid()
+        xml = _xml(uuid, worlds.instance_name(), nvram)
+        made.append(uuid)
+        if transient:
+            return conn.createXML(xml, 0)
+        dom = conn.defineXML(xml)
+        if running:
+            dom.create()
+        return dom
+
+    yield _define
+    for uuid in made:
+        try:
+            dom = conn.lookupByUUIDString(uuid)
+        except libvirt.libvirtError:
+            continue
+        persistent = dom.isPersistent()
+        if dom.isActive():
+            dom.destroy()
+        if persistent:
+            dom.undefine()
+
+
+@pytest.fixture
+def effects(tmp_path: pathlib.Path) -> Iterator[live.LiveEffects]:
+    (tmp_path / "instances").mkdir()
+    made = live.LiveEffects(
+        URI,
+        str(tmp_path / "instances"),
+        str(tmp_path / "quarantine"),
+        swtpm_root=str(tmp_path / "swtpm"),
+    )
+    yield made
+    made.close()
+
+
+def _gone(conn: libvirt.virConnect, uuid: str) -> bool:
+    try:
+        conn.lookupByUUIDString(uuid)
+    except libvirt.libvirtError as err:
+        return bool(err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN)
+    return False
+
+
+# --- stop ------------------------------------------------------------------------------
+
+
+def test_stop_shuts_a_running_domain_down_and_keeps_it_defined(
+    define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define()
+    assert effects.stop(dom.UUIDString(), 5) == "shut down gracefully in 0 s"
+    assert dom.state()[0] == libvirt.VIR_DOMAIN_SHUTOFF
+    assert dom.isPersistent()
+
+
+def test_stop_of_a_shut_off_domain_says_so(define: Define, effects: live.LiveEffects) -> None:
+    dom = define(running=False)
+    assert effects.stop(dom.UUIDString(), 5) == "already shut off"
+
+
+def test_stop_refuses_a_transient_domain_it_would_delete(
+    define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(transient=True)
+    with pytest.raises(EffectError, match="transient"):
+        effects.stop(dom.UUIDString(), 5)
+    assert dom.isActive()
+
+
+def test_stop_of_an_unknown_domain_is_one_line_error(effects: live.LiveEffects) -> None:
+    with pytest.raises(EffectError, match=r"^no domain [0-9a-f-]+ in test:///default$"):
+        effects.stop(worlds.random_uuid(), 5)
+
+
+def test_unreachable_libvirt_is_one_line_error(tmp_path: pathlib.Path) -> None:
+    effects = live.LiveEffects(f"test://{tmp_path}/missing.xml", str(tmp_path), str(tmp_path))
+    with pytest.raises(EffectError, match=r"^libvirt unreachable at test://") as caught:
+        effects.stop(worlds.random_uuid(), 5)
+    assert "\n" not in str(caught.value)
+
+
+# --- domain XML and undefine -----------------------------------------------------------
+
+
+def test_domain_xml_is_the_inactive_definition(define: Define, effects: live.LiveEffects) -> None:
+    dom = define()
+    xml = effects.domain_xml(dom.UUIDString())
+    assert xml == dom.XMLDesc(INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE)
+    assert worlds.NOVA_NS_1_1 in xml
+
+
+def test_undefine_of_a_running_domain_is_refused(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define()
+    directory = effects.quarantine_dir(dom.UUIDString(), STAMP)
+    with pytest.raises(EffectError, match="running; stop it first"):
+        effects.undefine(dom.UUIDString(), directory)
+    assert dom.isActive()
+    assert dom.isPersistent()
+
+
+def test_undefine_falls_back_when_the_driver_rejects_flags(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    uuid = define(running=False).UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    detail = effects.undefine(uuid, directory)
+    assert detail == "undefined (driver rejected keep-tpm, keep-nvram, checkpoints-metadata)"
+    assert _gone(conn, uuid)
+
+
+def test_undefine_works_with_bindings_that_lack_newer_flags(
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(libvirt, "VIR_DOMAIN_UNDEFINE_KEEP_TPM")
+    monkeypatch.delattr(libvirt, "VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA")
+    uuid = define(running=False).UUIDString()
+    detail = effects.undefine(uuid, effects.quarantine_dir(uuid, STAMP))
+    assert detail == "undefined (driver rejected keep-nvram)"
+    assert _gone(conn, uuid)
+
+
+def test_undefine_saves_nvram_and_tpm_state_first(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    nvram = tmp_path / "guest_VARS.fd"
+    nvram.write_bytes(b"\x01nvram")
+    uuid = define(running=False, nvram=str(nvram)).UUIDString()
+    tpm = tmp_path / "swtpm" / uuid / "tpm2"
+    tpm.mkdir(parents=True)
+    (tpm / "tpm2-00.permall").write_bytes(b"\x02tpm")
+    directory = pathlib.Path(effects.quarantine_dir(uuid, STAMP))
+    detail = effects.undefine(uuid, str(directory))
+    assert f"saved NVRAM {nvram}" in detail
+    assert f"saved TPM state {tmp_path / 'swtpm' / uuid}" in detail
+    assert (directory / "nvram").read_bytes() == b"\x01nvram"
+    assert (directory / "swtpm" / "tpm2" / "tpm2-00.permall").read_bytes() == b"\x02tpm"
+    assert _gone(conn, uuid)
+
+
+def test_restore_defines_again_and_copies_missing_nvram_back(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    nvram = tmp_path / "guest_VARS.fd"
+    nvram.write_bytes(b"\x01nvram")
+    dom = define(running=False, nvram=str(nvram))
+    uuid, before = dom.UUIDString(), dom.XMLDesc(INACTIVE)
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    effects.undefine(uuid, directory)
+    nvram.unlink()
+    entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
+
+    detail = quarantine.restore(entry, URI, str(tmp_path / "instances"))
+    assert detail.startswith(f"restored {uuid}: defined ")
+    assert f"NVRAM copied back to {nvram}" in detail
+    assert conn.lookupByUUIDString(uuid).XMLDesc(INACTIVE) == before
+    assert nvram.read_bytes() == b"\x01nvram"
+
+    with pytest.raises(EffectError, match="has this UUID again"):
+        quarantine.restore(entry, URI, str(tmp_path / "instances"))
+
+
+# --- dry run ---------------------------------------------------------------------------
+
+
+def test_recording_effects_change_nothing_and_record_every_call(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define
+) -> None:
+    dom = define()
+    uuid = dom.UUIDString()
+    instance = tmp_path / "instances" / uuid
+    instance.mkdir(parents=True)
+    (instance / "disk").write_bytes(b"disk")
+    before = dom.XMLDesc(INACTIVE)
+    recording = RecordingEffects(URI, str(tmp_path / "instances"), str(tmp_path / "quarantine"))
+
+    stopped = recording.stop(uuid, 30)
+    directory = recording.quarantine_dir(uuid, STAMP)
+    xml = recording.domain_xml(uuid)
+    recording.save_xml(directory, xml)
+    undefined = recording.undefine(uuid, directory)
+    files = recording.move_instance_files(uuid, directory)
+
+    assert stopped.startswith("would stop")
+    assert undefined.startswith("would undefine")
+    assert xml == before
+    assert files == FilesResult(
+        False, f"dry run: would move {instance} to {directory}/files if safe"
+    )
+    assert recording.calls == [
+        ("stop", (uuid, 30)),
+        ("quarantine_dir", (uuid, STAMP)),
+        ("domain_xml", (uuid,)),
+        ("save_xml", (directory, xml)),
+        ("undefine", (uuid, directory)),
+        ("move_instance_files", (uuid, directory)),
+    ]
+    assert dom.isActive()
+    assert dom.isPersistent()
+    assert dom.XMLDesc(INACTIVE) == before
+    assert (instance / "disk").read_bytes() == b"disk"
+    assert not (tmp_path / "quarantine").exists()
+
+
+def test_recording_effects_without_uri_read_no_xml() -> None:
+    assert RecordingEffects().domain_xml(worlds.random_uuid()) == ""
