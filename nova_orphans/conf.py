@@ -7,6 +7,7 @@ when told where it is, so the tool sees the host exactly as nova-compute does.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import socket
@@ -229,9 +230,16 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     ]
 
 
+#: Our defaults for keystoneauth options (keystoneauth's own would wait forever).
+NOVA_DEFAULTS = {"service_type": "compute", "timeout": 30}
+
+
 def _dedup(opts: list[cfg.Opt]) -> list[cfg.Opt]:
     seen: dict[str, cfg.Opt] = {}
     for opt in opts:
+        if opt.dest in NOVA_DEFAULTS:
+            opt = copy.deepcopy(opt)
+            opt.default = NOVA_DEFAULTS[opt.dest]
         seen.setdefault(opt.dest, opt)
     return list(seen.values())
 
@@ -246,9 +254,8 @@ def register(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_session_conf_options(conf, NOVA_GROUP)
     ks_loading.register_auth_conf_options(conf, NOVA_GROUP)
     ks_loading.register_adapter_conf_options(conf, NOVA_GROUP, include_deprecated=False)
-    conf.set_default("service_type", "compute", group=NOVA_GROUP)
-    # NOTE: keystoneauth waits forever by default; an agent must not.
-    conf.set_default("timeout", 30, group=NOVA_GROUP)
+    for name, value in NOVA_DEFAULTS.items():
+        conf.set_default(name, value, group=NOVA_GROUP)
 
 
 def load(config_files: Sequence[str]) -> cfg.ConfigOpts:
