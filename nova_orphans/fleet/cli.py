@@ -1,0 +1,158 @@
+"""The ``nova-orphans fleet audit`` sub-command.
+
+Exit codes as for ``audit``: 0 nothing found, 3 orphans found (split-brain
+included), 1 Nova failed or any host was unreachable, 2 usage or configuration
+error. ``nova_orphans.cli`` adds the command with ``register(commands)`` and
+calls ``args.handler(args)``; Nova failures are raised as ``ObserveError`` and
+configuration problems as ``conf.ConfigError``, which it already reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+from collections.abc import Callable, Sequence
+
+from nova_orphans import conf as config
+from nova_orphans.core.model import Selector
+from nova_orphans.fleet import opts, render
+from nova_orphans.fleet.audit import FleetReport, fleet_audit
+from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
+from nova_orphans.observe.errors import NovaBadAnswer
+from nova_orphans.observe.nova import Transport
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
+
+# The same exit codes as nova_orphans.cli (which this layer may not import).
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_FOUND = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetSettings:
+    """What to audit and how, resolved from the command line and ``[fleet]``."""
+
+    hosts: tuple[str, ...] | None
+    uri_template: str
+    concurrency: int
+    timeout: float
+    deny: Selector = dataclasses.field(default_factory=Selector)
+    instances_path: str = config.DEFAULT_INSTANCES_PATH
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``fleet audit`` to the ``nova-orphans`` sub-commands."""
+    fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
+    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
+    audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
+    audit.add_argument("--config-file", action="append", dest="config_files", metavar="FILE")
+    audit.add_argument(
+        "--hosts",
+        type=_host_list,
+        help="comma-separated compute hosts (default: every nova-compute host Nova lists)",
+    )
+    audit.add_argument(
+        "--uri-template", help="libvirt URI with {host}, e.g. qemu+tls://{host}/system"
+    )
+    audit.add_argument("--concurrency", type=_positive(int), help="hosts scanned at once")
+    audit.add_argument("--timeout", type=_positive(float), help="seconds per host scan")
+    audit.add_argument("--format", choices=("table", "json"), default="table")
+    audit.set_defaults(handler=handle_audit)
+
+
+def _host_list(value: str) -> tuple[str, ...]:
+    hosts = tuple(dict.fromkeys(h.strip() for h in value.split(",") if h.strip()))
+    if not hosts:
+        raise argparse.ArgumentTypeError("no host names given")
+    return hosts
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            number = kind(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
+        return number
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def handle_audit(args: argparse.Namespace) -> int:
+    """Run ``fleet audit`` as the command line asked; returns the exit code."""
+    from nova_orphans.observe.nova_session import CredentialsMissing, transport_from_conf
+
+    conf = config.load(_config_files(args.config_files))
+    opts.register(conf)
+    settings = settings_from(conf, args)
+    try:
+        transport = transport_from_conf(conf)
+    except CredentialsMissing as exc:
+        raise config.ConfigError(str(exc)) from exc
+    result = run_audit(settings, transport, _now())
+    print(render.render_json(result) if args.format == "json" else render.render_table(result))
+    return exit_code(result)
+
+
+def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
+    """Command-line values win over ``[fleet]``; raises ``ConfigError`` on a bad template."""
+    template = args.uri_template or conf.fleet.uri_template
+    if "{host}" not in template:
+        raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
+    # NOTE: host_settings resolves the local host's settings; of those only the
+    # deny list and instances_path apply to every host of the fleet.
+    local = config.host_settings(conf)
+    return FleetSettings(
+        hosts=args.hosts,
+        uri_template=template,
+        concurrency=args.concurrency or conf.fleet.concurrency,
+        timeout=args.timeout or conf.fleet.timeout,
+        deny=local.deny,
+        instances_path=local.instances_path,
+    )
+
+
+def run_audit(
+    settings: FleetSettings,
+    transport: Transport,
+    now: datetime.datetime,
+    scanner: Scanner = libvirt_scan,
+    retry: Callable[[Callable[[], object]], object] | None = None,
+) -> FleetReport:
+    """Audit the fleet; raises ``NovaError`` when Nova fails (nothing is concluded then)."""
+    nova = FleetNovaObserver(transport, retry=retry)
+    known = nova.compute_hosts()
+    hosts = settings.hosts or known
+    if not hosts:
+        raise NovaBadAnswer(request="the service listing", reason="no nova-compute host listed")
+    scans = scan_hosts(
+        hosts,
+        settings.uri_template,
+        concurrency=settings.concurrency,
+        timeout=settings.timeout,
+        scanner=scanner,
+    )
+    return fleet_audit(scans, nova, known, now, settings.deny, settings.instances_path)
+
+
+def exit_code(result: FleetReport) -> int:
+    """1 when a host was unreachable, else 3 when anything needs the operator, else 0."""
+    if result.unreachable:
+        return EXIT_ERROR
+    return EXIT_FOUND if result.has_orphans else EXIT_OK
+
+
+def _config_files(given: Sequence[str] | None) -> list[str]:
+    if given:
+        return list(given)
+    default = config.DEFAULT_CONFIG_FILE
+    return [default] if os.path.exists(default) else []
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)

@@ -1,0 +1,140 @@
+"""Render a fleet report: grouped by host, with a summary line, as a table or JSON.
+
+For ``deleted`` and ``unknown`` guests the host-side leftovers from the domain
+XML (volume and network disk sources, tap devices) are listed, so an operator
+can finish the cleanup that Nova's local delete skipped.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any
+
+from nova_orphans import report
+from nova_orphans.core import leftovers as host_side
+from nova_orphans.core.model import Finding, Kind
+from nova_orphans.fleet.audit import FleetReport, HostReport
+
+#: Kinds whose guest Nova already cleaned up after on its side (or forgot).
+LEFTOVER_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN})
+
+
+def leftovers(finding: Finding, instances_path: str) -> list[str]:
+    """Host-side pieces an operator may have to remove by hand; only for deleted/unknown."""
+    if finding.domain is None or finding.kind not in LEFTOVER_KINDS:
+        return []
+    return host_side.leftovers(finding.domain, instances_path)
+
+
+def render_json(fleet: FleetReport) -> str:
+    """The fleet report as one JSON document."""
+    return json.dumps(
+        {
+            "checked_at": fleet.checked_at.isoformat(),
+            "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
+            "summary": _summary_record(fleet),
+        },
+        indent=2,
+    )
+
+
+def _host_record(host: HostReport, instances_path: str) -> dict[str, Any]:
+    return {
+        "host": host.host,
+        "uri": host.uri,
+        "status": _status(host),
+        "error": host.error,
+        "known_to_nova": host.known_to_nova,
+        "findings": None
+        if host.findings is None
+        else [
+            dict(report.finding_record(f), leftovers=leftovers(f, instances_path))
+            for f in host.findings
+        ],
+    }
+
+
+def _status(host: HostReport) -> str:
+    return "audited" if host.reachable else "unreachable"
+
+
+def _summary_record(fleet: FleetReport) -> dict[str, Any]:
+    return {
+        "hosts": len(fleet.hosts),
+        "audited": sum(1 for h in fleet.hosts if h.reachable),
+        "unreachable": [h.host for h in fleet.unreachable],
+        "unknown_to_nova": [h.host for h in fleet.hosts if not h.known_to_nova],
+        "findings": {k.value: fleet.count(k) for k in Kind if fleet.count(k)},
+        "nova_requests": fleet.nova_requests,
+    }
+
+
+def render_table(fleet: FleetReport) -> str:
+    """The fleet report as aligned tables, one per host, and a summary line."""
+    rows = [_row(f) for f in fleet.findings]
+    widths = [
+        max(len(r[i]) for r in [report.COLUMNS, *rows]) for i in range(len(report.COLUMNS) - 1)
+    ]
+    lines: list[str] = []
+    for host in fleet.hosts:
+        lines.append(_host_line(host))
+        if host.findings:
+            lines.append("  " + _aligned(report.COLUMNS, widths))
+            lines.extend(_finding_lines(f, widths, fleet.instances_path) for f in host.findings)
+    lines.append(summary(fleet))
+    return "\n".join(lines)
+
+
+def _finding_lines(finding: Finding, widths: list[int], instances_path: str) -> str:
+    line = "  " + _aligned(_row(finding), widths)
+    extra = leftovers(finding, instances_path)
+    return line + ("\n    leftovers: " + "; ".join(extra) if extra else "")
+
+
+def _host_line(host: HostReport) -> str:
+    head = f"== {host.host} ({host.uri})"
+    notes = [] if host.known_to_nova else ["not a nova-compute host Nova knows"]
+    if host.findings is None:
+        notes.append(f"UNREACHABLE: {host.error}")
+    else:
+        notes.append(f"{len(host.findings)} finding(s)")
+    return f"{head}: {'; '.join(notes)}"
+
+
+def _row(f: Finding) -> tuple[str, ...]:
+    return (
+        f.kind.value,
+        f.uuid,
+        f.name,
+        f.domain.state.value if f.domain else "-",
+        (f.server.host or "-") if f.server else "-",
+        (f.server.vm_state or "-") if f.server else "-",
+        (f.server.task_state or "-") if f.server else "-",
+        f.reason,
+    )
+
+
+def _aligned(row: tuple[str, ...], widths: list[int]) -> str:
+    cells = "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True))
+    return f"{cells}  {row[-1]}"
+
+
+def summary(fleet: FleetReport) -> str:
+    """One line: hosts audited/unreachable/unknown to Nova, findings by kind, Nova requests."""
+    counts = collections.Counter(f.kind for f in fleet.findings)
+    found = ", ".join(f"{counts[k]} {k.value}" for k in Kind if counts[k]) or "no findings"
+    hosts = f"{len(fleet.hosts)} hosts, {len(fleet.hosts) - len(fleet.unreachable)} audited"
+    if fleet.unreachable:
+        hosts += f", {len(fleet.unreachable)} unreachable ({_names(fleet.unreachable)})"
+    unknown = [h for h in fleet.hosts if not h.known_to_nova]
+    if unknown:
+        hosts += f", {len(unknown)} unknown to Nova ({_names(unknown)})"
+    return (
+        f"fleet at {fleet.checked_at.isoformat()}: {hosts}; {found}; "
+        f"{fleet.nova_requests} Nova requests"
+    )
+
+
+def _names(hosts: list[HostReport]) -> str:
+    return ", ".join(h.host for h in hosts)

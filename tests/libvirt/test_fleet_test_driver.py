@@ -1,0 +1,315 @@
+"""The fleet audit over several libvirt test:/// worlds, one per host, and the simulated Nova."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import NoReturn
+
+import pytest
+
+from nova_orphans import conf as config
+from nova_orphans.core.model import Domain, Kind
+from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fleet import cli as fleet_cli
+from nova_orphans.fleet import render
+from nova_orphans.fleet.audit import FleetReport
+from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
+from nova_orphans.observe.errors import NovaError
+from tests import worlds
+
+NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+SPLIT = "aaaaaaaa-0000-4000-8000-000000000001"
+DELETED = "aaaaaaaa-0000-4000-8000-000000000002"
+UNKNOWN = "aaaaaaaa-0000-4000-8000-000000000003"
+MOVED = "aaaaaaaa-0000-4000-8000-000000000004"
+
+
+def nova_domain(uuid: str, state: str = "running", devices: Sequence[str] = ()) -> str:
+    return worlds.node_domain(
+        uuid=uuid,
+        name=f"instance-{uuid}",
+        state=state,
+        metadata=worlds.nova_metadata(),
+        devices=devices,
+    )
+
+
+class Fleet:
+    """Node files in one directory, named ``<host>.xml``, and the simulated Nova of the cloud."""
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        self.directory = directory.resolve()
+        self.nova = SimulatedNova()
+        self.domains: dict[str, list[str]] = {}
+
+    @property
+    def template(self) -> str:
+        return f"test://{self.directory}/{{host}}.xml"
+
+    def managed(self, host: str, count: int) -> None:
+        """``count`` servers Nova runs on ``host``, each with its running domain."""
+        for _ in range(count):
+            uuid = self.nova.boot(host)
+            self.domains.setdefault(host, []).append(nova_domain(uuid))
+
+    def write(self) -> None:
+        for host, domains in self.domains.items():
+            (self.directory / f"{host}.xml").write_text(worlds.node(domains), encoding="utf-8")
+
+    def audit(
+        self,
+        hosts: Sequence[str] | None = None,
+        *,
+        concurrency: int = 4,
+        timeout: float = 30.0,
+        scanner: Scanner = libvirt_scan,
+    ) -> FleetReport:
+        self.write()
+        settings = fleet_cli.FleetSettings(
+            tuple(hosts) if hosts else None, self.template, concurrency, timeout
+        )
+        return fleet_cli.run_audit(settings, self.nova, NOW, scanner, retry=lambda call: call())
+
+
+def kinds(result: FleetReport, host: str) -> list[tuple[Kind, str]]:
+    host_report = next(h for h in result.hosts if h.host == host)
+    assert host_report.findings is not None, host_report.error
+    return [(f.kind, f.uuid) for f in host_report.findings]
+
+
+@pytest.fixture
+def fleet(tmp_path: pathlib.Path) -> Fleet:
+    """cmp-1 and cmp-2 with healthy guests; one server runs on both; cmp-1 has two orphans."""
+    f = Fleet(tmp_path)
+    f.managed("cmp-1", 3)
+    f.managed("cmp-2", 3)
+    f.nova.boot("cmp-1", "split", SPLIT)
+    f.nova.boot("cmp-1", "old", DELETED)
+    f.nova.boot("cmp-1", "gone", UNKNOWN)
+    f.nova.local_delete(UNKNOWN, at=NOW - datetime.timedelta(days=30))
+    f.nova.archive()
+    f.nova.local_delete(DELETED, at=NOW - datetime.timedelta(days=1))
+    f.domains["cmp-1"] += [
+        nova_domain(SPLIT),
+        nova_domain(
+            DELETED,
+            devices=[
+                worlds.file_disk(f"/var/lib/nova/instances/{DELETED}/disk", "vda"),
+                worlds.rbd_disk(f"volumes/volume-{DELETED[:8]}", "vdb"),
+                worlds.bridge_interface("fa:16:3e:00:00:02", "tapaaaaaaaa-00"),
+            ],
+        ),
+        nova_domain(UNKNOWN),
+    ]
+    f.domains["cmp-2"].append(nova_domain(SPLIT))
+    return f
+
+
+def test_one_guest_running_on_two_hosts_is_split_brain_on_both_and_listed_first(
+    fleet: Fleet,
+) -> None:
+    result = fleet.audit()
+    assert kinds(result, "cmp-1") == [
+        (Kind.SPLIT_BRAIN, SPLIT),
+        (Kind.DELETED, DELETED),
+        (Kind.UNKNOWN, UNKNOWN),
+    ]
+    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    assert "Nova places it on cmp-1" in (result.hosts[1].findings or [])[0].reason
+    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_FOUND
+
+
+def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_reported(
+    fleet: Fleet,
+) -> None:
+    fleet.nova.add_compute("cmp-3")  # Nova knows it; no node file: libvirt cannot open it
+    result = fleet.audit()
+    down = next(h for h in result.hosts if h.host == "cmp-3")
+    assert down.findings is None and "cmp-3.xml" in (down.error or "")
+    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    table = render.render_table(result)
+    assert "== cmp-3" in table and "UNREACHABLE" in table
+    assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
+    record = json.loads(render.render_json(result))
+    host3 = next(h for h in record["hosts"] if h["host"] == "cmp-3")
+    assert host3["status"] == "unreachable" and host3["findings"] is None
+    assert record["summary"]["unreachable"] == ["cmp-3"]
+
+
+def test_a_host_nova_does_not_know_is_audited_and_said_to_be_unknown(fleet: Fleet) -> None:
+    fleet.nova.boot("cmp-1", "moved", MOVED)
+    fleet.domains["ghost-9"] = [nova_domain(MOVED, state="shut off")]
+    result = fleet.audit(hosts=["cmp-2", "ghost-9"])
+    ghost = next(h for h in result.hosts if h.host == "ghost-9")
+    assert not ghost.known_to_nova
+    assert kinds(result, "ghost-9") == [(Kind.MISPLACED, MOVED)]
+    # Only cmp-2 of the split-brain pair was asked about: its copy is classified alone.
+    assert kinds(result, "cmp-2") == [(Kind.MISPLACED, SPLIT)]
+    assert "not a nova-compute host Nova knows" in render.render_table(result)
+    assert [h.host for h in result.hosts] == ["cmp-2", "ghost-9"]
+
+
+@pytest.mark.parametrize("hosts", [2, 6])
+def test_nova_is_asked_once_for_the_whole_fleet_plus_one_lookup_per_unexplained_uuid(
+    tmp_path: pathlib.Path, hosts: int
+) -> None:
+    fleet = Fleet(tmp_path)
+    for n in range(hosts):
+        fleet.managed(f"cmp-{n}", 20)
+    fleet.nova.boot("cmp-0", "old", DELETED)
+    fleet.nova.local_delete(DELETED)
+    fleet.domains["cmp-0"].append(nova_domain(DELETED))
+    fleet.domains["cmp-1"].append(nova_domain(DELETED, state="shut off"))  # same UUID twice
+    result = fleet.audit()
+    listings = [p for p in fleet.nova.log if p.startswith("/servers/detail") and "uuid=" not in p]
+    lookups = [p for p in fleet.nova.log if "uuid=" in p]
+    assert len(listings) == 1 and len(lookups) == 1  # one lookup for both copies
+    assert fleet.nova.requests["os-migrations"] == 1
+    assert fleet.nova.requests["os-services"] == 1
+    assert fleet.nova.request_count == result.nova_requests == 4
+
+
+def test_the_listing_of_the_cloud_is_paged(tmp_path: pathlib.Path) -> None:
+    fleet = Fleet(tmp_path)
+    fleet.managed("cmp-0", 1_001)
+    result = fleet.audit()
+    assert kinds(result, "cmp-0") == []
+    assert fleet.nova.requests["servers/detail"] == 2  # 1,000 + 1: Nova's max_limit
+
+
+def test_no_more_hosts_are_scanned_at_once_than_the_concurrency_allows(fleet: Fleet) -> None:
+    for n in range(3, 10):
+        fleet.managed(f"cmp-{n}", 2)
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def counting_scan(uri: str) -> Sequence[Domain]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.05)
+            return libvirt_scan(uri)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    result = fleet.audit(concurrency=3, scanner=counting_scan)
+    assert len(result.hosts) == 9 and not result.unreachable
+    assert most[0] == 3
+
+
+def test_a_scan_that_hangs_is_reported_as_timed_out_and_does_not_hold_the_others(
+    fleet: Fleet,
+) -> None:
+    release = threading.Event()
+
+    def hanging_on_cmp_2(uri: str) -> Sequence[Domain]:
+        if uri.endswith("/cmp-2.xml"):
+            release.wait(30)
+        return libvirt_scan(uri)
+
+    start = time.monotonic()
+    try:
+        result = fleet.audit(concurrency=1, timeout=0.3, scanner=hanging_on_cmp_2)
+    finally:
+        release.set()
+    assert time.monotonic() - start < 5
+    hung = next(h for h in result.hosts if h.host == "cmp-2")
+    assert hung.findings is None and "timed out" in (hung.error or "")
+    # The guest also runs on cmp-2, which could not be read: cmp-1 is judged alone,
+    # and Nova runs that guest on cmp-1.
+    assert kinds(result, "cmp-1") == [(Kind.DELETED, DELETED), (Kind.UNKNOWN, UNKNOWN)]
+    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+
+
+def test_scan_results_keep_the_order_of_the_hosts_given(tmp_path: pathlib.Path) -> None:
+    fleet = Fleet(tmp_path)
+    for host in ("c", "a", "b"):
+        fleet.managed(host, 1)
+    fleet.write()
+    scans = scan_hosts(["c", "a", "b"], fleet.template, concurrency=2, timeout=10)
+    assert [s.host for s in scans] == ["c", "a", "b"] and all(s.reachable for s in scans)
+
+
+def test_deleted_and_unknown_guests_show_their_host_side_leftovers(fleet: Fleet) -> None:
+    result = fleet.audit()
+    table = render.render_table(result)
+    assert f"disk vdb: network rbd rbd:volumes/volume-{DELETED[:8]}" in table
+    assert "interface tapaaaaaaaa-00" in table
+    record = json.loads(render.render_json(result))
+    cmp1 = next(h for h in record["hosts"] if h["host"] == "cmp-1")
+    by_uuid = {f["uuid"]: f for f in cmp1["findings"]}
+    assert any("tapaaaaaaaa-00" in item for item in by_uuid[DELETED]["leftovers"])
+    assert by_uuid[SPLIT]["leftovers"] == []
+
+
+def test_when_nova_fails_the_fleet_audit_concludes_nothing(fleet: Fleet) -> None:
+    fleet.nova.inject(Fault.SERVER_ERROR, path="/servers/detail")
+    with pytest.raises(NovaError):
+        fleet.audit()
+
+
+def test_a_healthy_fleet_exits_zero_with_a_summary_line(tmp_path: pathlib.Path) -> None:
+    fleet = Fleet(tmp_path)
+    fleet.managed("cmp-1", 2)
+    fleet.managed("cmp-2", 2)
+    result = fleet.audit()
+    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_OK
+    assert render.render_table(result).splitlines()[-1] == (
+        f"fleet at {NOW.isoformat()}: 2 hosts, 2 audited; no findings; 3 Nova requests"
+    )
+
+
+class RaisingParser(argparse.ArgumentParser):
+    """Like the command line's parser: a bad argument raises instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = RaisingParser(prog="nova-orphans")
+    fleet_cli.register(
+        root.add_subparsers(dest="command", required=True, parser_class=RaisingParser)
+    )
+    return root
+
+
+def test_the_command_line_reads_hosts_template_concurrency_and_timeout() -> None:
+    args = parser().parse_args(
+        ["fleet", "audit", "--hosts", "a, b,a", "--uri-template", "test:///x/{host}.xml",
+         "--concurrency", "5", "--timeout", "2.5", "--format", "json"]
+    )  # fmt: skip
+    assert args.handler is fleet_cli.handle_audit
+    conf = config.load([])
+    fleet_cli.opts.register(conf)
+    settings = fleet_cli.settings_from(conf, args)
+    assert settings.hosts == ("a", "b")
+    assert (settings.uri_template, settings.concurrency, settings.timeout) == (
+        "test:///x/{host}.xml", 5, 2.5,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--concurrency", "0"], ["--timeout", "-1"], ["--hosts", ","], ["--concurrency", "x"]],
+    ids=["zero concurrency", "negative timeout", "no host names", "concurrency not a number"],
+)
+def test_bad_command_line_values_are_refused(argv: list[str]) -> None:
+    with pytest.raises(ValueError, match="argument --"):
+        parser().parse_args(["fleet", "audit", *argv])
+
+
+def test_a_template_without_host_is_a_config_error() -> None:
+    conf = config.load([])
+    fleet_cli.opts.register(conf)
+    args = parser().parse_args(["fleet", "audit", "--uri-template", "qemu:///system"])
+    with pytest.raises(config.ConfigError):
+        fleet_cli.settings_from(conf, args)
