@@ -20,7 +20,7 @@ from nova_orphans.core.leftovers import leftovers as core_leftovers
 from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.core.policy import Step
 from nova_orphans.observe.errors import ObserveError
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
 LOG = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Actuator:
         leave a defined domain pointing at files that were moved away.
         """
         now = self._clock()
-        stamp = now.strftime("%Y%m%dT%H%M%SZ")
+        stamp = now.strftime(STAMP_FORMAT)
         directory = self._effects.quarantine_dir(finding.uuid, stamp)
         self._effects.save_xml(directory, self._effects.domain_xml(finding.uuid))
         undefined = self._effects.undefine(finding.uuid, directory)

@@ -121,13 +121,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
     journal, paths, _ = _journal(args)
     cutoff = common.now() - datetime.timedelta(days=args.older_than)
     for entry in journal.quarantine():
-        if _reaped_at(entry) <= cutoff:
+        if entry.reaped_time <= cutoff:
             print(f"purged {entry.uuid}: {quarantine.purge(entry, paths.quarantine)}")
             journal.close_quarantine(entry, "purged_at", common.now())
     return common.EXIT_OK
-
-
-def _reaped_at(entry: QuarantineEntry) -> datetime.datetime:
-    return datetime.datetime.strptime(entry.reaped_at, "%Y%m%dT%H%M%SZ").replace(
-        tzinfo=datetime.timezone.utc
-    )

@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS quarantine (
 """
 
 
+#: How a reap's time names its quarantine directory (and ``QuarantineEntry.reaped_at``).
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+
+
 class JournalError(Exception):
     """The journal cannot be opened or written."""
 
@@ -67,6 +71,12 @@ class QuarantineEntry:
     leftovers: list[str]
     restored_at: str | None = None
     purged_at: str | None = None
+
+    @property
+    def reaped_time(self) -> datetime.datetime:
+        """``reaped_at`` (a quarantine stamp) as a UTC time."""
+        parsed = datetime.datetime.strptime(self.reaped_at, STAMP_FORMAT)
+        return parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def _iso(value: datetime.datetime) -> str:

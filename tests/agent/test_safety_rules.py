@@ -5,12 +5,15 @@ Each would fail if its rule were broken.
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import unreachable
 from nova_orphans.demo.simnova import Fault
+from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import HOST, OTHER, SimWorld
 
 # --- rule 1: nothing Nova manages here, nothing protected ---------------------------------
@@ -347,3 +350,46 @@ def test_dry_run_decisions_equal_live_decisions(tmp_path):
             assert all(o.dry_run for o in results[dry_run].outcomes)
     assert _decisions(results[True]) == _decisions(results[False])
     assert [o.uuid for o in results[True].outcomes] == [o.uuid for o in results[False].outcomes]
+
+
+# --- quarantine retention ------------------------------------------------------------------
+
+
+def test_quarantine_entries_older_than_retention_are_purged_and_younger_kept(tmp_path):
+    world = SimWorld(tmp_path)
+    world.agent.retention_days = 7
+    world.boot("managed")
+    root = tmp_path / "quarantine"
+    entries = {}
+    for age_days, uuid in (
+        (10, "11111111-1111-4111-8111-111111111111"),
+        (2, "22222222-2222-4222-8222-222222222222"),
+    ):
+        stamp = (world.now - datetime.timedelta(days=age_days)).strftime(STAMP_FORMAT)
+        directory = root / uuid / stamp
+        directory.mkdir(parents=True)
+        (directory / "domain.xml").write_text("<domain/>")
+        entries[uuid] = directory
+        world.journal.add_quarantine(
+            QuarantineEntry(uuid, stamp, "deleted", str(directory), False, [])
+        )
+    world.cycle()
+    old, young = entries.values()
+    assert not old.exists() and young.exists()
+    assert [e.uuid for e in world.journal.quarantine()] == [young.parent.name]
+
+
+def test_a_dry_run_never_purges_the_quarantine(tmp_path):
+    world = SimWorld(tmp_path, dry_run=True)
+    world.agent.retention_days = 1
+    world.boot("managed")
+    stamp = (world.now - datetime.timedelta(days=30)).strftime(STAMP_FORMAT)
+    directory = tmp_path / "quarantine" / "11111111-1111-4111-8111-111111111111" / stamp
+    directory.mkdir(parents=True)
+    world.journal.add_quarantine(
+        QuarantineEntry(
+            "11111111-1111-4111-8111-111111111111", stamp, "deleted", str(directory), False, []
+        )
+    )
+    world.cycle()
+    assert directory.exists()
