@@ -57,21 +57,31 @@ alive() {  # name
 daemon() {
     local name=$1; shift
     if alive "$name"; then return 0; fi
-    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+    # 9>&-: daemons must not inherit the stack.lock descriptor.
+    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null 9>&- &
     echo $! >"$(pidfile "$name")"
 }
-kill_svc() {  # name: TERM the process group, then KILL after 15 s
-    local f pid; f=$(pidfile "$1")
+signal_svc() {  # signal name: signal the service's process group (it runs in its own session)
+    local f pid; f=$(pidfile "$2")
     [ -s "$f" ] || return 0
     pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-        fi
-    fi
-    rm -f "$f"
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill "-$1" -- "-$pid" 2>/dev/null || kill "-$1" "$pid" 2>/dev/null || true
+}
+# kill_svcs NAME...: TERM them all at once, wait up to 10 s, then KILL what is left.
+kill_svcs() {
+    local s left
+    for s in "$@"; do signal_svc TERM "$s"; done
+    for _ in $(seq 1 50); do
+        left=0
+        for s in "$@"; do alive "$s" && left=1; done
+        [ "$left" = 0 ] && break
+        sleep 0.2
+    done
+    for s in "$@"; do
+        alive "$s" && signal_svc KILL "$s"
+        rm -f "$(pidfile "$s")"
+    done
 }
 waitfor() {  # description timeout_s command...
     local what=$1 tmo=$2; shift 2
@@ -115,6 +125,8 @@ instance_name_template = ${NAME_PREFIX}%08x
 reclaim_instance_interval = 3600
 running_deleted_instance_action = noop
 heal_instance_info_cache_interval = -1
+periodic_fuzzy_delay = 0
+graceful_shutdown_timeout = 3
 instance_usage_audit = false
 [api]
 max_limit = 1000
@@ -296,6 +308,11 @@ start_service() {  # name
 compute_consumers() {  # host -> number of consumers on compute.HOST
     rabbitctl list_queues name consumers 2>/dev/null | awk -v q="compute.$1" '$1 == q {print $2}'
 }
+conductor_ready() {
+    local n
+    n=$(rabbitctl list_queues name consumers 2>/dev/null | awk '$1 == "conductor" {print $2}')
+    [ "${n:-0}" -ge 1 ]
+}
 compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh heartbeat
     local h=$1 n
     n=$(sql "SELECT count(*) FROM nova_api.host_mappings WHERE host='$h'") || return 1
@@ -306,6 +323,26 @@ compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh
     [ "${n:-0}" -ge 1 ]
 }
 all_computes_ready() { local h; for h in $COMPUTES; do compute_ready "$h" || return 1; done; }
+
+# nova-compute refuses to start as a NEW service when its hypervisor already has domains
+# ("My hypervisor has existing instances..."), and qemu:///system is shared with other tests that
+# define guests at any time. So lvhost is registered beforehand, as a compute host that has run
+# before: a service row at the current service version plus the node identity file Nova expects
+# such a host to have.
+preregister_lvhost() {
+    local ver
+    ver=$(sed -n 's/^SERVICE_VERSION = \([0-9][0-9]*\)$/\1/p' "$NV"/lib/python3*/site-packages/nova/objects/service.py)
+    [ -n "$ver" ] || die "cannot read nova's SERVICE_VERSION"
+    mkdir -p "$STATE/lvhost"
+    [ -s "$STATE/lvhost/compute_id" ] || cat /proc/sys/kernel/random/uuid >"$STATE/lvhost/compute_id"
+    sql "INSERT INTO nova.services (created_at, host, \`binary\`, topic, report_count, disabled,
+             deleted, forced_down, version, uuid)
+         SELECT UTC_TIMESTAMP(), 'lvhost', 'nova-compute', 'compute', 0, 0, 0, 0, $ver,
+             '$(cat /proc/sys/kernel/random/uuid)' FROM DUAL
+         WHERE NOT EXISTS (SELECT 1 FROM nova.services WHERE host='lvhost'
+                           AND \`binary\`='nova-compute' AND deleted=0)" ||
+        die "could not pre-register lvhost"
+}
 
 cleanup_guests() {  # destroy/undefine the domains our lvhost compute created
     local d
@@ -359,6 +396,9 @@ start() {
     start_service nova-api
     start_service nova-conductor
     start_service nova-scheduler
+    # A compute that pings the conductor before its queue exists waits 10 s for nothing.
+    waitfor "nova-conductor consumer" 90 conductor_ready
+    preregister_lvhost
     for h in $COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
     waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
@@ -371,15 +411,16 @@ start() {
 }
 
 stop() {
-    local s
     cleanup_guests
-    for s in $(echo "$ALL_SVCS" | tr ' ' '\n' | tac); do
-        kill_svc "$s"
-    done
+    # The OpenStack services first (they would log connection errors otherwise), then the
+    # message bus and database.
+    kill_svcs nova-api nova-conductor nova-scheduler compute-host1 compute-host2 compute-lvhost \
+        placement-api glance-api neutron-stub
+    kill_svcs rabbitmq mariadb
     log "stopped"
 }
 
-svc_stop() { kill_svc "$1"; log "$1 stopped"; }
+svc_stop() { kill_svcs "$1"; log "$1 stopped"; }
 svc_start() {
     local t; t=$(date +%s)
     start_service "$1"
@@ -390,12 +431,20 @@ svc_start() {
     log "$1 started in $(since "$t") s"
 }
 
+# One stack.sh at a time per stack directory (start/stop/svc-* would race otherwise).
+locked() {
+    mkdir -p "$STACK_DIR"
+    exec 9>"$STACK_DIR/stack.lock"
+    flock -w 900 9 || die "another stack.sh held $STACK_DIR/stack.lock for 15 minutes"
+    "$@"
+}
+
 case "${1:-}" in
-    start) start ;;
-    stop) stop ;;
+    start) locked start ;;
+    stop) locked stop ;;
     status) status ;;
-    svc-stop) svc_stop "${2:?service name}" ;;
-    svc-start) svc_start "${2:?service name}" ;;
+    svc-stop) locked svc_stop "${2:?service name}" ;;
+    svc-start) locked svc_start "${2:?service name}" ;;
     compute-ready) compute_ready "${2:?host}" ;;
     *) echo "usage: $0 start|stop|status|svc-stop NAME|svc-start NAME" >&2; exit 2 ;;
 esac
