@@ -24,7 +24,6 @@ from collections.abc import Iterator
 import libvirt
 
 from nova_orphans.act.effects import EffectError, FilesResult
-from nova_orphans.core import model
 from nova_orphans.observe import hypervisor
 
 DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
@@ -380,29 +379,6 @@ def mount_of(path: str, mounts: str) -> tuple[str, str] | None:
 
 def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def leftovers(domain: model.Domain, instances_path: str) -> list[str]:
-    """What a reap leaves for the operator: storage outside the instance directory, taps."""
-    own = os.path.join(os.path.abspath(instances_path), domain.uuid) + os.sep
-    items = []
-    for disk in domain.disks:
-        if not disk.source:
-            continue
-        if disk.source_type == "file":
-            if not os.path.abspath(disk.source).startswith(own):
-                items.append(f"disk {disk.target}: file {disk.source} (outside {own[:-1]})")
-        elif disk.source_type == "network":
-            items.append(f"disk {disk.target}: network {disk.source}")
-        elif disk.source_type == "block":
-            items.append(f"disk {disk.target}: block device {disk.source} (LVM, iSCSI or FC)")
-        else:
-            items.append(f"disk {disk.target}: {disk.source_type} {disk.source}")
-    for nic in domain.interfaces:
-        if nic.target_dev:
-            where = f" on {nic.source}" if nic.source else ""
-            items.append(f"interface {nic.target_dev} ({nic.type}{where}, mac {nic.mac})")
-    return items
 
 
 def nvram_path(xml: str) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 
 from nova_orphans.act import live, quarantine
 from nova_orphans.act.effects import EffectError
-from nova_orphans.core import model
+from nova_orphans.core import leftovers, model
 from nova_orphans.record.journal import QuarantineEntry
 from tests import worlds
 
@@ -427,10 +427,10 @@ def test_leftovers_list_storage_outside_the_instance_directory_and_taps() -> Non
             model.Interface("vhostuser", "fa:16:3e:00:00:02", None, "/run/vhu.sock"),
         ),
     )
-    assert live.leftovers(domain, instances) == [
-        "disk vdb: network rbd:volumes/volume-1",
+    assert leftovers.leftovers(domain, instances) == [
+        "disk vdb: network rbd rbd:volumes/volume-1",
         "disk vdc: block device /dev/nova-vg/lv-1 (LVM, iSCSI or FC)",
-        "disk vdd: network iscsi:iqn.2010-10.org:vol/1",
+        "disk vdd: network iscsi iscsi:iqn.2010-10.org:vol/1",
         "disk vde: volume pool/vol-1",
         f"disk vdf: file {instances}/{UUID}-other/disk (outside {instances}/{UUID})",
         "interface tap0001 (bridge on br-int, mac fa:16:3e:00:00:01)",
@@ -439,4 +439,4 @@ def test_leftovers_list_storage_outside_the_instance_directory_and_taps() -> Non
 
 def test_a_diskless_guest_without_network_leaves_nothing() -> None:
     domain = model.Domain(UUID, "x", model.DomainState.SHUTOFF, True, False)
-    assert live.leftovers(domain, "/var/lib/nova/instances") == []
+    assert leftovers.leftovers(domain, "/var/lib/nova/instances") == []
