@@ -1,0 +1,318 @@
+"""Benchmark: one host's audit against the peers' approaches, on the same simulated world.
+
+For each size, one test:/// world of Nova-marked domains on host ``bench-1`` and
+one simulated Nova that also holds ``--background`` servers on other hosts
+(1 % of the host's guests deleted, 1 % purged). In the same run it measures:
+
+- Nova requests and wall time of (a) our audit (``pipeline.audit``), (b) a
+  per-domain lookup (one ``GET /servers/{id}`` per domain, ghost-vm-finder
+  style) and (c) a full listing of every server of the cloud
+  (nova-libvirt-compare style), each with zero latency and with a fixed
+  per-request latency (``--latency-ms``); every approach includes its libvirt scan;
+- libvirt time per domain against the bare libvirt calls (the existing
+  ``bench_libvirt_observer``);
+- peak RSS of a fresh agent process (``python -m nova_orphans.cli audit``)
+  talking to the simulated Nova over loopback HTTP.
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.bench_audit [--sizes 10 100 1000 10000] [--latency-ms 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+from benchmarks import bench_libvirt_observer
+from nova_orphans import pipeline
+from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.observe.hypervisor import LibvirtObserver
+from nova_orphans.observe.nova import NovaObserver, Transport, parse_server
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from tests import worlds
+
+HOST = "bench-1"
+NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
+DEFAULT_SIZES = (10, 100, 1_000, 10_000)
+RSS_SIZES = (0, 1_000, 10_000)
+OTHER_HOSTS = 50
+ARCHIVED_BEFORE = NOW - datetime.timedelta(days=30)
+
+
+def once(call: Callable[[], Any]) -> Any:
+    """No retries: a benchmark counts every request it makes."""
+    return call()
+
+
+class Latent:
+    """A transport that waits a fixed time before each request, like a network round trip."""
+
+    def __init__(self, nova: SimulatedNova, seconds: float) -> None:
+        self.nova, self.seconds = nova, seconds
+        #: Seconds spent inside the simulator itself (its O(rows) filters, not a real Nova's).
+        self.simulated = 0.0
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """Wait, then answer from the simulated Nova."""
+        if self.seconds:
+            time.sleep(self.seconds)
+        start = time.perf_counter()
+        try:
+            return self.nova.get(path)
+        finally:
+            self.simulated += time.perf_counter() - start
+
+
+def domain_uuid(n: int) -> str:
+    """The UUID ``worlds.nova_world`` gives its n-th domain (1-based)."""
+    return str(uuidlib.UUID(int=n))
+
+
+def build_nova(size: int, background: int, host: str = HOST, start: int = 1) -> SimulatedNova:
+    """Nova with ``size`` servers on ``host`` (2 % orphaned) and ``background`` elsewhere."""
+    nova = SimulatedNova()
+    populate(nova, host, size, start)
+    for i in range(background):
+        nova.boot(f"other-{i % OTHER_HOSTS}", uuid=str(uuidlib.UUID(int=(1 << 64) + i)))
+    nova.archive(before=ARCHIVED_BEFORE)
+    return nova
+
+
+def populate(nova: SimulatedNova, host: str, size: int, start: int) -> None:
+    """Boot ``size`` servers on ``host``; every 100th is deleted, every 100th+50 purged."""
+    for i in range(size):
+        nova.boot(host, uuid=domain_uuid(start + i))
+    for i in range(50, size, 100):
+        nova.local_delete(domain_uuid(start + i), at=NOW - datetime.timedelta(days=60))
+    for i in range(0, size, 100):
+        nova.local_delete(domain_uuid(start + i), at=NOW - datetime.timedelta(days=1))
+    # The purged ones go with the next archive(before=ARCHIVED_BEFORE).
+
+
+def ours(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
+    """Our audit: one paged host listing, one lookup per unexplained domain, migrations."""
+    report = pipeline.audit(observer, NovaObserver(transport, retry=once), host, NOW)
+    return len(report.findings)
+
+
+def per_domain(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
+    """One ``GET /servers/{id}`` per domain; a 404 or another host is a suspect."""
+    suspects = 0
+    for domain in observer.list_domains():
+        status, body = transport.get(f"/servers/{domain.uuid}")
+        if status == 404:
+            suspects += 1
+        elif status == 200:
+            suspects += parse_server(body["server"]).host != host
+        else:
+            raise RuntimeError(f"HTTP {status}")
+    return suspects
+
+
+def full_listing(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
+    """List every server of the cloud, then compare with the domains."""
+    domains = observer.list_domains()
+    servers = FleetNovaObserver(transport, retry=once).live_servers()
+    return sum(1 for d in domains if d.uuid not in servers or servers[d.uuid].host != host)
+
+
+#: Each approach audits one host: (libvirt observer, Nova transport, host) -> suspects.
+Approach = Callable[[LibvirtObserver, Transport, str], int]
+APPROACHES: dict[str, Approach] = {
+    "ours": ours,
+    "per-domain GET": per_domain,
+    "full listing": full_listing,
+}
+
+
+def measure(
+    approach: Approach,
+    observer: LibvirtObserver,
+    nova: SimulatedNova,
+    latency: float,
+    repeats: int,
+) -> tuple[int, float, float]:
+    """Requests of one run; the best wall time of ``repeats`` runs and its simulator share."""
+    best, simulated = float("inf"), 0.0
+    for _ in range(repeats):
+        before = nova.request_count
+        transport = Latent(nova, latency)
+        start = time.perf_counter()
+        approach(observer, transport, HOST)
+        wall = time.perf_counter() - start
+        if wall < best:
+            best, simulated = wall, transport.simulated
+        requests = nova.request_count - before
+    return requests, best, simulated
+
+
+HEADER = (
+    "domains  approach         requests  wall s 0ms  wall s lat  (sim s)  wall-sim lat"
+    "  req x  wall x 0ms  wall x lat  wall-sim x lat"
+)
+
+
+def bench_requests(sizes: list[int], latency: float, background: int, tmp: pathlib.Path) -> None:
+    """Print the requests/wall-time table of the three approaches."""
+    print(
+        f"\n# Nova requests and wall time, 1 host; cloud = the host + {background:,} servers on "
+        f"{OTHER_HOSTS} other hosts; lat = {latency * 1e3:g} ms per request; every approach "
+        "includes its libvirt scan;\n# (sim s) = time inside the simulated Nova, whose filters "
+        "scan every row (a real Nova uses indexes); x = approach / ours"
+    )
+    print(HEADER)
+    for size in sizes:
+        nova = build_nova(size, background)
+        uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"audit-{size}.xml")
+        with LibvirtObserver.open(uri) as observer:
+            rows = _rows(observer, nova, latency, 3 if size <= 1_000 else 1)
+        for name, row in rows.items():
+            print(_line(size, name, row, rows["ours"]))
+
+
+def _line(size: int, name: str, row: tuple[float, ...], base: tuple[float, ...]) -> str:
+    requests, zero, slow, sim = row
+    net = slow - sim
+    return (
+        f"{size:>7}  {name:<15} {int(requests):>9,} {zero:>11.3f} {slow:>11.3f} {sim:>8.3f}"
+        f" {net:>13.3f} {requests / base[0]:>6.1f} {zero / base[1]:>11.1f}"
+        f" {slow / base[2]:>11.1f} {net / (base[2] - base[3]):>15.1f}"
+    )
+
+
+def _rows(
+    observer: LibvirtObserver, nova: SimulatedNova, latency: float, repeats: int
+) -> dict[str, tuple[float, ...]]:
+    rows: dict[str, tuple[float, ...]] = {}
+    for name, approach in APPROACHES.items():
+        requests, zero, _ = measure(approach, observer, nova, 0.0, repeats)
+        _, slow, simulated = measure(approach, observer, nova, latency, repeats)
+        rows[name] = (requests, zero, slow, simulated)
+    return rows
+
+
+def bench_libvirt(sizes: list[int], tmp: pathlib.Path) -> None:
+    """libvirt time per domain against the bare calls, via bench_libvirt_observer."""
+    print("\n# libvirt: list_domains() per domain vs the bare libvirt calls (floor), test:///")
+    print(f"{'domains':>8} {'ours µs/dom':>12} {'floor µs/dom':>13} {'ratio':>6}")
+    for size in sizes:
+        _opened, ours_s, floor_s, _memory = bench_libvirt_observer.bench_size(size, tmp)
+        print(f"{size:>8} {ours_s / size * 1e6:>12.1f} {floor_s / size * 1e6:>13.1f} "
+              f"{ours_s / floor_s:>6.2f}")  # fmt: skip
+
+
+@contextmanager
+def serve(nova: SimulatedNova) -> Iterator[str]:
+    """Serve the simulated Nova on loopback HTTP; yields the compute endpoint URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = nova.get(self.path.removeprefix("/v2.1"))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v2.1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def child_rss(argv: list[str]) -> tuple[float, float, int, str]:
+    """Peak RSS (MiB) and wall time of one child process, its exit code and last line."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
+        # NOTE: wait4 gives this child's own ru_maxrss; RUSAGE_CHILDREN would give the
+        # largest of all children so far.
+        _pid, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        lines = out.read().strip().splitlines() or [""]
+    return usage.ru_maxrss / 1024, wall, child.returncode, lines[-1]
+
+
+def agent_rss(size: int, background: int, tmp: pathlib.Path) -> tuple[float, float, float, str]:
+    """A fresh ``nova-orphans audit``: peak RSS, wall, test-driver world RSS, last line."""
+    nova = build_nova(size, background)
+    uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"rss-{size}.xml")
+    with serve(nova) as endpoint:
+        conf = tmp / f"rss-{size}.conf"
+        conf.write_text(f"[nova]\nauth_type = none\nendpoint = {endpoint}\n", encoding="utf-8")
+        argv = [sys.executable, "-m", "nova_orphans.cli", "audit", "--config-file", str(conf),
+                "--host", HOST, "--libvirt-uri", uri]  # fmt: skip
+        peak, wall, code, last = child_rss(argv)
+    if code not in (0, 3):
+        raise SystemExit(f"agent exited {code}: {last}")
+    driver, _, _, _ = child_rss([sys.executable, "-c", DRIVER_ONLY, uri])
+    return peak, wall, driver, last
+
+
+#: A process that only loads the world into libvirt's in-process test driver.
+DRIVER_ONLY = "import libvirt, sys; libvirt.openReadOnly(sys.argv[1]).listAllDomains(0)"
+
+
+def bench_rss(background: int, tmp: pathlib.Path) -> None:
+    """Print peak RSS of a fresh agent process per domain count."""
+    print(
+        "\n# Peak RSS of a fresh agent process (python -m nova_orphans.cli audit, Nova over "
+        "loopback HTTP). libvirt's test driver runs inside the agent and holds the world;\n"
+        "# 'driver world' = RSS of a process that only loads that world, minus the same for "
+        "0 domains; 'agent - world' = what the agent itself holds"
+    )
+    print(" domains  peak RSS MiB  driver world MiB  agent - world MiB  wall s  last line")
+    base = None
+    for size in RSS_SIZES:
+        peak, wall, driver, last = agent_rss(size, background, tmp)
+        base = driver if base is None else base
+        world = driver - base
+        print(
+            f"{size:>8} {peak:>13.1f} {world:>17.1f} {peak - world:>18.1f} {wall:>7.2f}  "
+            f"{last[:80]}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--latency-ms", type=float, default=2.0)
+    parser.add_argument("--background", type=int, default=5_000)
+    parser.add_argument("--skip", nargs="*", default=[], choices=("requests", "libvirt", "rss"))
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as directory:
+        tmp = pathlib.Path(directory)
+        if "requests" not in args.skip:
+            bench_requests(args.sizes, args.latency_ms / 1e3, args.background, tmp)
+        if "libvirt" not in args.skip:
+            bench_libvirt(args.sizes, tmp)
+        if "rss" not in args.skip:
+            bench_rss(args.background, tmp)
+
+
+if __name__ == "__main__":
+    main()

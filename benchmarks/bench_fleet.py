@@ -1,0 +1,152 @@
+"""Benchmark: the fleet audit against per-host peer approaches, on the same simulated fleet.
+
+For 100 and 1,000 hosts x 50 domains (one libvirt test:/// node file per host,
+one simulated Nova for the cloud; every 10th host has one deleted guest and one
+guest runs on two hosts) it measures Nova requests and wall time of:
+
+- ours: ``fleet audit`` (parallel scans, one paged listing for the fleet);
+- per-domain GET and full listing per host (``bench_audit``'s peers) run host
+  after host. Their request counts are exact; their wall time is measured on a
+  sample of hosts and scaled to the fleet (a full listing per host costs the
+  simulator seconds per host at 1,000 hosts).
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.bench_fleet [--hosts 100 1000] [--latency-ms 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+import uuid as uuidlib
+
+from benchmarks import bench_audit
+from benchmarks.bench_audit import NOW, Approach, Latent, once
+from nova_orphans.core.model import Kind
+from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fleet import cli as fleet_cli
+from nova_orphans.fleet.audit import FleetReport
+from nova_orphans.observe.hypervisor import LibvirtObserver
+from tests import worlds
+
+DOMAINS_PER_HOST = 50
+SPLIT = str(uuidlib.UUID(int=(1 << 96) + 1))
+PAGE = 1_000
+
+
+def host_name(n: int) -> str:
+    """The n-th compute host of the benchmark fleet."""
+    return f"cmp-{n:04d}"
+
+
+def build_fleet(hosts: int, directory: pathlib.Path) -> tuple[SimulatedNova, float]:
+    """Nova and one node file per host; returns Nova and the seconds spent writing files."""
+    nova = SimulatedNova()
+    files = 0.0
+    for n in range(hosts):
+        start = 1 + n * 100
+        for i in range(DOMAINS_PER_HOST):
+            nova.boot(host_name(n), uuid=bench_audit.domain_uuid(start + i))
+        if n % 10 == 0:
+            nova.local_delete(bench_audit.domain_uuid(start))
+        domains = worlds.nova_world(DOMAINS_PER_HOST, start=start)
+        if n < 2:
+            domains.append(worlds.node_domain(uuid=SPLIT, name="instance-split",
+                                              metadata=worlds.nova_metadata()))  # fmt: skip
+        begin = time.perf_counter()
+        worlds.write_world(directory, domains, name=f"{host_name(n)}.xml")
+        files += time.perf_counter() - begin
+    nova.boot(host_name(0), uuid=SPLIT)
+    return nova, files
+
+
+def ours(
+    nova: SimulatedNova, template: str, latency: float, concurrency: int
+) -> tuple[int, float, float, FleetReport]:
+    """Requests, wall and simulator seconds of one fleet audit, and its report."""
+    settings = fleet_cli.FleetSettings(None, template, concurrency, 60.0)
+    transport = Latent(nova, latency)
+    before = nova.request_count
+    start = time.perf_counter()
+    report = fleet_cli.run_audit(settings, transport, NOW, retry=once)
+    wall = time.perf_counter() - start
+    return nova.request_count - before, wall, transport.simulated, report
+
+
+def peer(
+    approach: Approach,
+    nova: SimulatedNova,
+    template: str,
+    sample: int,
+    latency: float,
+) -> tuple[float, float]:
+    """Wall and simulator seconds of ``approach`` on the first ``sample`` hosts, one by one."""
+    transport = Latent(nova, latency)
+    start = time.perf_counter()
+    for n in range(sample):
+        with LibvirtObserver.open(template.replace("{host}", host_name(n))) as observer:
+            approach(observer, transport, host_name(n))
+    return time.perf_counter() - start, transport.simulated
+
+
+def bench(hosts: int, latency: float, concurrency: int, tmp: pathlib.Path) -> None:
+    """Print the rows of one fleet size."""
+    directory = tmp / f"fleet-{hosts}"
+    directory.mkdir()
+    nova, files = build_fleet(hosts, directory)
+    template = f"test://{directory.resolve()}/{{host}}.xml"
+    requests, zero, _, report = ours(nova, template, 0.0, concurrency)
+    _, slow, sim, _ = ours(nova, template, latency, concurrency)
+    found = (
+        f"{report.count(Kind.SPLIT_BRAIN)} split-brain, {report.count(Kind.DELETED)} deleted, "
+        f"{len(report.unreachable)} unreachable"
+    )
+    print(_line(hosts, "ours (fleet)", requests, zero, slow, sim, f"measured; {found}"))
+    live = sum(1 for s in nova.servers.values() if not s.deleted)
+    exact = {
+        "per-domain GET": hosts * DOMAINS_PER_HOST + 2,  # + the two split-brain copies
+        "full listing": hosts * (live // PAGE + 1),  # a full last page needs one more
+    }
+    for name, count in exact.items():
+        sample = min(hosts, 10 if name == "per-domain GET" or hosts <= 100 else 3)
+        approach = bench_audit.APPROACHES[name]
+        zero_s, _ = peer(approach, nova, template, sample, 0.0)
+        slow_s, sim_s = peer(approach, nova, template, sample, latency)
+        scale = hosts / sample
+        note = f"scaled from {sample} hosts, host after host"
+        print(_line(hosts, name, count, zero_s * scale, slow_s * scale, sim_s * scale, note))
+    print(f"{'':>6}  (writing {hosts:,} node files took {files:.2f} s, not counted)")
+
+
+def _line(
+    hosts: int, name: str, requests: int, zero: float, slow: float, sim: float, note: str
+) -> str:
+    return (
+        f"{hosts:>6}  {name:<15} {requests:>9,} {zero:>10.2f} {slow:>10.2f} {sim:>8.2f} "
+        f"{slow - sim:>12.2f}  {note}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[100, 1_000])
+    parser.add_argument("--latency-ms", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {DOMAINS_PER_HOST} domains "
+          f"per host; lat = {args.latency_ms:g} ms per request; fleet concurrency "
+          f"{args.concurrency}; (sim s) = time inside the simulated Nova")  # fmt: skip
+    print(f"{'hosts':>6}  {'approach':<15} {'requests':>9} {'wall s 0ms':>10} "
+          f"{'wall s lat':>10} {'(sim s)':>8} {'wall-sim lat':>12}  how")  # fmt: skip
+    with tempfile.TemporaryDirectory() as directory:
+        for hosts in args.hosts:
+            bench(hosts, args.latency_ms / 1e3, args.concurrency, pathlib.Path(directory))
+
+
+if __name__ == "__main__":
+    main()
