@@ -56,3 +56,6 @@ class Effects(Protocol):
         file system unless allowed. "Not safe" is not an error: ``moved`` is False
         and ``detail`` says why.
         """
+
+    def close(self) -> None:
+        """Release what the effects hold (a libvirt connection); safe to call twice."""

@@ -14,32 +14,30 @@ import operator
 import os
 import re
 import shutil
-import stat
 import time
 import types
-import uuid as uuidlib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import libvirt
 
 from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.paths import (
+    DEFAULT_MOUNTS_FILE,
+    first_symlink,
+    fsync_path,
+    is_canonical_uuid,
+    os_reason,
+    path_refusal,
+    shared_storage_refusal,
+    write_durably,
+)
 from nova_orphans.observe import hypervisor
 
 DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
-DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
 #: File names inside a quarantine directory.
 XML_FILE, NVRAM_FILE, TPM_DIR, FILES_DIR = "domain.xml", "nvram", "swtpm", "files"
 
-#: File systems that may be shared between hosts. NOTE: every FUSE file system
-#: counts as shared as well: we cannot tell a local one from a network one.
-SHARED_FSTYPES = frozenset(
-    {
-        "nfs", "nfs4", "ceph", "cephfs", "glusterfs", "lustre", "gpfs", "ocfs2", "gfs2",
-        "beegfs", "cifs", "smb3", "smbfs", "9p", "virtiofs", "afs", "ncpfs", "orangefs",
-        "pvfs2", "panfs", "quobyte", "vzfs", "davfs", "fuse",
-    }
-)  # fmt: skip
 _XML_FLAGS = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
 # Undefine flags in the order they are given up when the driver rejects them.
 _UNDEFINE_FLAGS = (
@@ -113,9 +111,9 @@ class LiveEffects:
             try:
                 dom.shutdown()
             except libvirt.libvirtError as err:
-                if hypervisor._is_gone(err):
+                if hypervisor.is_gone(err):
                     raise
-                refused = f"graceful shutdown refused ({hypervisor._reason(err)})"
+                refused = f"graceful shutdown refused ({hypervisor.libvirt_reason(err)})"
             else:
                 if _wait_shut_off(dom, started + timeout):
                     return f"shut down gracefully in {time.monotonic() - started:.0f} s"
@@ -157,7 +155,7 @@ class LiveEffects:
                 copied = os.path.join(directory, NVRAM_FILE)
                 shutil.copy2(nvram, copied)
                 os.chmod(copied, 0o600)
-                _fsync(copied)
+                fsync_path(copied)
                 notes.append(f"saved NVRAM {nvram}")
             else:
                 notes.append(f"no NVRAM file at {nvram}")
@@ -165,7 +163,7 @@ class LiveEffects:
         if os.path.isdir(tpm) and not os.path.islink(tpm):
             shutil.copytree(tpm, os.path.join(directory, TPM_DIR), symlinks=True)
             notes.append(f"saved TPM state {tpm}")
-        _fsync(directory)
+        fsync_path(directory)
         return notes
 
     def _check_still_undefined(self, uuid: str, xml: str) -> None:
@@ -173,7 +171,7 @@ class LiveEffects:
         try:
             self._connection().lookupByUUIDString(uuid)
         except libvirt.libvirtError as err:
-            if hypervisor._is_gone(err):
+            if hypervisor.is_gone(err):
                 return
             raise
         self._connection().defineXML(xml)
@@ -183,9 +181,9 @@ class LiveEffects:
         try:
             return self._connection().lookupByUUIDString(uuid)
         except libvirt.libvirtError as err:
-            if hypervisor._is_gone(err):
+            if hypervisor.is_gone(err):
                 raise EffectError(f"no domain {uuid} in {self._uri}") from err
-            raise EffectError(f"libvirt {self._uri}: {hypervisor._reason(err)}") from err
+            raise EffectError(f"libvirt {self._uri}: {hypervisor.libvirt_reason(err)}") from err
 
     def _connection(self) -> libvirt.virConnect:
         if self._conn is None:
@@ -198,7 +196,7 @@ class LiveEffects:
         try:
             yield
         except libvirt.libvirtError as err:
-            raise EffectError(f"{what}: {hypervisor._reason(err)}") from err
+            raise EffectError(f"{what}: {hypervisor.libvirt_reason(err)}") from err
         except OSError as err:
             raise EffectError(f"{what}: {os_reason(err)}") from err
 
@@ -231,7 +229,7 @@ class LiveEffects:
                 os.chmod(path, 0o700)
             if os.listdir(path):
                 raise EffectError(f"quarantine: {path} is already in use")
-            _fsync(os.path.dirname(path))
+            fsync_path(os.path.dirname(path))
         return path
 
     def save_xml(self, directory: str, xml: str) -> None:
@@ -264,7 +262,7 @@ class LiveEffects:
             raise EffectError(f"move {source}: {os_reason(err)}") from err
         for changed in (self._instances_path, target):
             with contextlib.suppress(OSError):
-                _fsync(changed)
+                fsync_path(changed)
         return FilesResult(True, f"moved {source} to {destination}")
 
     def _checked_quarantine(self, directory: str) -> str:
@@ -276,109 +274,16 @@ class LiveEffects:
 
 def open_connection(uri: str) -> libvirt.virConnect:
     """A read-write connection to ``uri``; ``EffectError`` (one line) when it fails."""
-    libvirt.registerErrorHandler(hypervisor._ignore_error, None)
+    libvirt.registerErrorHandler(hypervisor.ignore_errors, None)
     try:
         conn = libvirt.open(uri)
     except libvirt.libvirtError as err:
-        raise EffectError(f"libvirt unreachable at {uri}: {hypervisor._reason(err)}") from err
+        raise EffectError(
+            f"libvirt unreachable at {uri}: {hypervisor.libvirt_reason(err)}"
+        ) from err
     if conn is None:  # very old bindings return None instead of raising
         raise EffectError(f"libvirt unreachable at {uri}: connection failed")
     return conn
-
-
-def is_canonical_uuid(value: str) -> bool:
-    """True for a lower-case, hyphenated UUID: the only text we build paths from."""
-    try:
-        return str(uuidlib.UUID(value)) == value
-    except (ValueError, TypeError, AttributeError):
-        return False
-
-
-def path_refusal(base: str, path: str) -> str | None:
-    """Why ``path`` is not a safe directory strictly inside ``base``; None when it is.
-
-    Refused: a missing path, a symlink in any component (of ``base`` too: the
-    lexical path must equal the real one), a path that is not a directory, and
-    a path that is not below ``base`` (e.g. by ``..``).
-    """
-    lexical = os.path.abspath(path)
-    try:
-        mode = os.lstat(lexical).st_mode
-    except FileNotFoundError:
-        return f"{lexical} does not exist"
-    except OSError as err:
-        return f"cannot inspect {lexical}: {os_reason(err)}"
-    link = first_symlink(lexical)
-    if link is not None:
-        return f"{link} is a symlink (never followed)"
-    if not stat.S_ISDIR(mode):
-        return f"{lexical} is not a directory"
-    real, real_base = os.path.realpath(lexical), os.path.realpath(base)
-    if real != lexical:
-        return f"{lexical} resolves to {real}"
-    if os.path.dirname(real) == real or os.path.commonpath([real, real_base]) != real_base:
-        return f"{real} is outside {real_base}"
-    if real == real_base:
-        return f"{real} is {base} itself"
-    return None
-
-
-def first_symlink(path: str) -> str | None:
-    """The first existing component of absolute ``path`` that is a symlink, if any."""
-    current = os.sep
-    for part in os.path.abspath(path).split(os.sep)[1:]:
-        current = os.path.join(current, part)
-        try:
-            if stat.S_ISLNK(os.lstat(current).st_mode):
-                return current
-        except FileNotFoundError:
-            return None
-    return None
-
-
-def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) -> str | None:
-    """Why ``path`` may be on storage shared between hosts; None when it is local."""
-    real = os.path.realpath(path)
-    try:
-        with open(mounts_file, encoding="utf-8", errors="replace") as mounts:
-            found = mount_of(real, mounts.read())
-    except OSError as err:
-        return f"cannot tell which file system holds {real} ({mounts_file}: {os_reason(err)})"
-    if found is None:
-        return f"cannot tell which file system holds {real} (no mount in {mounts_file})"
-    mount_point, fstype = found
-    if fstype in SHARED_FSTYPES or fstype.startswith(("fuse.", "nfs")):
-        return f"{real} is on {fstype} ({mount_point}), shared storage (not allowed)"
-    return None
-
-
-def mount_of(path: str, mounts: str) -> tuple[str, str] | None:
-    """The (mount point, fstype) of the longest mount point holding ``path``.
-
-    ``mounts`` is /proc/self/mountinfo or /proc/mounts text; of two mounts on
-    the same point, the later one (on top) wins.
-    """
-    best: tuple[str, str] | None = None
-    for line in mounts.splitlines():
-        if " - " in line:
-            fields, rest = line.split(" - ", 1)
-            parts, fs_parts = fields.split(), rest.split()
-            if len(parts) < 5 or not fs_parts:
-                continue
-            mount_point, fstype = _unescape(parts[4]), fs_parts[0]
-        else:
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            mount_point, fstype = _unescape(parts[1]), parts[2]
-        inside = mount_point == "/" or path == mount_point or path.startswith(mount_point + "/")
-        if inside and (best is None or len(mount_point) >= len(best[0])):
-            best = (mount_point, fstype)
-    return best
-
-
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def nvram_path(xml: str) -> str | None:
@@ -389,26 +294,6 @@ def nvram_path(xml: str) -> str | None:
         return None
     text = (node.text or "").strip() if node is not None else ""
     return text or None
-
-
-def write_durably(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` (0600) through a temporary file, fsync file and directory."""
-    temporary = path + ".tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    _fsync(os.path.dirname(path))
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _undefine_with_fallback(dom: libvirt.virDomain) -> str:
@@ -432,7 +317,7 @@ def _undefine_with_fallback(dom: libvirt.virDomain) -> str:
 
 
 def _is_active(dom: libvirt.virDomain) -> bool:
-    return bool(dom.state()[0] not in hypervisor._INACTIVE)
+    return bool(dom.state()[0] not in hypervisor.INACTIVE_STATES)
 
 
 def _wait_shut_off(dom: libvirt.virDomain, deadline: float) -> bool:
@@ -442,9 +327,3 @@ def _wait_shut_off(dom: libvirt.virDomain, deadline: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
-
-
-def os_reason(err: OSError) -> str:
-    """An OS error on one line: what and, when known, which file."""
-    where = f" ({err.filename})" if err.filename else ""
-    return f"{err.strerror or err}{where}"

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import libvirt
 
-from nova_orphans.act import live
+from nova_orphans.act import live, paths
 from nova_orphans.act.effects import EffectError
 from nova_orphans.observe import hypervisor
 from nova_orphans.record.journal import QuarantineEntry
@@ -48,14 +48,14 @@ def restore(
                 # that the entry stays consistent and restore can be retried.
                 with contextlib.suppress(OSError):
                     os.rename(os.path.join(instances_path, entry.uuid), _files_dir(directory))
-            raise EffectError(f"restore {entry.uuid}: define failed: {_reason(err)}") from err
+            raise EffectError(f"restore {entry.uuid}: define failed: {_reason_of(err)}") from err
         notes.insert(0, f"defined {dom.name()}")
         if start:
             try:
                 dom.create()
             except libvirt.libvirtError as err:
                 raise EffectError(
-                    f"restore {entry.uuid}: defined again but start failed: {_reason(err)}"
+                    f"restore {entry.uuid}: defined again but start failed: {_reason_of(err)}"
                 ) from err
             notes.append("started")
     finally:
@@ -67,11 +67,11 @@ def restore(
 def restore_files(entry: QuarantineEntry, instances_path: str) -> str:
     """Move ``<quarantine>/files`` back to ``<instances_path>/<uuid>``; never over anything."""
     source = _files_dir(_entry_dir(entry))
-    refusal = live.path_refusal(os.path.dirname(source), source)
+    refusal = paths.path_refusal(os.path.dirname(source), source)
     if refusal:
         raise EffectError(f"restore files of {entry.uuid}: {refusal}")
     base = os.path.abspath(instances_path)
-    link = live.first_symlink(base)
+    link = paths.first_symlink(base)
     if link is not None or not os.path.isdir(base):
         why = f"{link} is a symlink" if link else "it is not a directory"
         raise EffectError(f"restore files of {entry.uuid}: instances_path {base}: {why}")
@@ -81,7 +81,7 @@ def restore_files(entry: QuarantineEntry, instances_path: str) -> str:
     try:
         os.rename(source, target)
     except OSError as err:
-        where = "another file system" if err.errno == errno.EXDEV else _reason(err)
+        where = "another file system" if err.errno == errno.EXDEV else _reason_of(err)
         raise EffectError(f"restore files of {entry.uuid}: cannot move to {where}") from err
     return f"moved the instance directory back to {target}"
 
@@ -94,11 +94,11 @@ def purge(entry: QuarantineEntry, quarantine_root: str) -> str:
     """
     path = os.path.abspath(entry.path)
     root = os.path.abspath(quarantine_root)
-    if not live.is_canonical_uuid(entry.uuid):
+    if not paths.is_canonical_uuid(entry.uuid):
         raise EffectError(f"purge: {entry.uuid!r} is not a canonical UUID")
     if not os.path.lexists(path):
         return f"nothing to purge: {path} is gone"
-    refusal = live.path_refusal(root, path)
+    refusal = paths.path_refusal(root, path)
     if refusal is None and os.path.relpath(path, root).split(os.sep)[:-1] != [entry.uuid]:
         refusal = f"{path} is not a quarantine directory of {entry.uuid} under {root}"
     if refusal:
@@ -108,7 +108,7 @@ def purge(entry: QuarantineEntry, quarantine_root: str) -> str:
     try:
         shutil.rmtree(path)
     except OSError as err:
-        raise EffectError(f"purge {entry.uuid}: {_reason(err)}") from err
+        raise EffectError(f"purge {entry.uuid}: {_reason_of(err)}") from err
     with contextlib.suppress(OSError):
         os.rmdir(os.path.dirname(path))  # the UUID's directory, once empty
     return f"purged {path}"
@@ -116,11 +116,11 @@ def purge(entry: QuarantineEntry, quarantine_root: str) -> str:
 
 def _entry_dir(entry: QuarantineEntry) -> str:
     """The entry's quarantine directory, checked: ``…/<uuid>/<stamp>``, no symlinks."""
-    if not live.is_canonical_uuid(entry.uuid):
+    if not paths.is_canonical_uuid(entry.uuid):
         raise EffectError(f"quarantine entry: {entry.uuid!r} is not a canonical UUID")
     path = os.path.abspath(entry.path)
     parent = os.path.dirname(path)
-    refusal = live.path_refusal(parent, path)
+    refusal = paths.path_refusal(parent, path)
     if refusal is None and os.path.basename(parent) != entry.uuid:
         refusal = f"{path} is not a quarantine directory of {entry.uuid}"
     if refusal:
@@ -140,7 +140,7 @@ def _read_xml(entry: QuarantineEntry, directory: str) -> str:
             xml = saved.read()
         found = ET.fromstring(xml).findtext("uuid")
     except (OSError, ET.ParseError) as err:
-        raise EffectError(f"restore {entry.uuid}: cannot read {path}: {_reason(err)}") from err
+        raise EffectError(f"restore {entry.uuid}: cannot read {path}: {_reason_of(err)}") from err
     if (found or "").strip().lower() != entry.uuid:
         raise EffectError(f"restore {entry.uuid}: {path} describes another domain ({found})")
     return xml
@@ -170,15 +170,15 @@ def _refuse_if_defined(conn: libvirt.virConnect, uuid: str, uri: str) -> None:
     try:
         dom = conn.lookupByUUIDString(uuid)
     except libvirt.libvirtError as err:
-        if hypervisor._is_gone(err):
+        if hypervisor.is_gone(err):
             return
-        raise EffectError(f"restore {uuid}: {hypervisor._reason(err)}") from err
+        raise EffectError(f"restore {uuid}: {hypervisor.libvirt_reason(err)}") from err
     raise EffectError(f"restore {uuid}: libvirt {uri} has this UUID again ({dom.name()}); refused")
 
 
-def _reason(err: Exception) -> str:
+def _reason_of(err: Exception) -> str:
     if isinstance(err, libvirt.libvirtError):
-        return hypervisor._reason(err)
+        return hypervisor.libvirt_reason(err)
     if isinstance(err, OSError):
-        return live.os_reason(err)
+        return paths.os_reason(err)
     return " ".join(str(err).split())

@@ -7,7 +7,7 @@ import os
 
 import libvirt
 
-from nova_orphans.act import live
+from nova_orphans.act import live, paths
 from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.observe import hypervisor
 
@@ -40,17 +40,17 @@ class RecordingEffects:
         self.calls.append(("domain_xml", (uuid,)))
         if not self._uri:
             return ""
-        libvirt.registerErrorHandler(hypervisor._ignore_error, None)
+        libvirt.registerErrorHandler(hypervisor.ignore_errors, None)
         try:
             conn = libvirt.openReadOnly(self._uri)
         except libvirt.libvirtError as err:
-            reason = hypervisor._reason(err)
+            reason = hypervisor.libvirt_reason(err)
             raise EffectError(f"libvirt unreachable at {self._uri}: {reason}") from err
         try:
             # NOTE: a read-only connection may not ask for secure fields.
             return str(conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
         except libvirt.libvirtError as err:
-            raise EffectError(f"read the XML of {uuid}: {hypervisor._reason(err)}") from err
+            raise EffectError(f"read the XML of {uuid}: {hypervisor.libvirt_reason(err)}") from err
         finally:
             with contextlib.suppress(libvirt.libvirtError):
                 conn.close()
@@ -72,8 +72,11 @@ class RecordingEffects:
     def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
         """Record; say where a live run would move the files (unless unsafe)."""
         self.calls.append(("move_instance_files", (uuid, directory)))
-        if not live.is_canonical_uuid(uuid):
+        if not paths.is_canonical_uuid(uuid):
             return FilesResult(False, f"dry run: {uuid!r} is not a canonical UUID")
         source = os.path.join(self._instances_path, uuid)
         target = os.path.join(directory, live.FILES_DIR)
         return FilesResult(False, f"dry run: would move {source} to {target} if safe")
+
+    def close(self) -> None:
+        """Nothing to release."""

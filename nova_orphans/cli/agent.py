@@ -43,9 +43,17 @@ def run_agent(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     conf = common.load_conf(args)
     agent = build_agent(conf, args)
+    try:
+        return _run(agent, conf, args.once)
+    finally:
+        agent.effects.close()
+        agent.journal.close()
+
+
+def _run(agent: agent_loop.Agent, conf: cfg.ConfigOpts, once: bool) -> int:
     metrics_out = _metrics(conf, agent.metrics)
     agent.reconcile()
-    if args.once:
+    if once:
         result = agent.cycle()
         metrics_out()
         return result.exit_code

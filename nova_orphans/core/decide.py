@@ -119,6 +119,9 @@ def _decide_one(
     domain = finding.domain
     if domain is None or sighting is None:
         return wait("no domain to act on")
+    if not domain.persistent:
+        # NOTE: stopping a transient domain destroys it: nothing would be left to restore.
+        return wait("transient domain: never stopped or reaped")
     if not policy.allow.empty and not policy.allow.covers(domain):
         return wait("not in the allow list")
     left = _grace_left(finding, sighting, policy, now)

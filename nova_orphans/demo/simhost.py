@@ -166,6 +166,9 @@ class SimulatedEffects:
         self._done("move_instance_files", uuid)
         return FilesResult(True, "instance directory moved to quarantine (simulated)")
 
+    def close(self) -> None:
+        """Nothing to release."""
+
 
 def unreachable(uri: str) -> Callable[[str], None]:
     """A ``before_read`` hook that makes every read fail as if libvirt were down."""

@@ -37,7 +37,11 @@ _MIGRATING = frozenset(
         (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_POSTCOPY_FAILED),
     }
 )
-_INACTIVE = (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_CRASHED, libvirt.VIR_DOMAIN_NOSTATE)
+INACTIVE_STATES = (
+    libvirt.VIR_DOMAIN_SHUTOFF,
+    libvirt.VIR_DOMAIN_CRASHED,
+    libvirt.VIR_DOMAIN_NOSTATE,
+)
 _JOB_RUNNING = (libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
 
 
@@ -55,11 +59,11 @@ class LibvirtObserver:
     @classmethod
     def open(cls, uri: str) -> LibvirtObserver:
         """Open ``uri`` read-only; raise ``HypervisorUnreachable`` when that fails."""
-        libvirt.registerErrorHandler(_ignore_error, None)
+        libvirt.registerErrorHandler(ignore_errors, None)
         try:
             conn = libvirt.openReadOnly(uri)
         except libvirt.libvirtError as err:
-            raise errors.HypervisorUnreachable(uri=uri, reason=_reason(err)) from err
+            raise errors.HypervisorUnreachable(uri=uri, reason=libvirt_reason(err)) from err
         if conn is None:  # very old bindings return None instead of raising
             raise errors.HypervisorUnreachable(uri=uri, reason="connection failed")
         return cls(conn, uri)
@@ -114,7 +118,7 @@ class LibvirtObserver:
             state, reason = dom.state()
             persistent = bool(dom.isPersistent())
         except libvirt.libvirtError as err:
-            if _is_gone(err):
+            if is_gone(err):
                 return None
             raise self._error(err) from err
         return self._read(dom, state, reason, persistent)
@@ -127,7 +131,7 @@ class LibvirtObserver:
             found = _metadata_element(dom)
             job_active = self._job_active(dom, state, reason)
         except libvirt.libvirtError as err:
-            if _is_gone(err):
+            if is_gone(err):
                 return None
             raise self._error(err) from err
         try:
@@ -150,7 +154,7 @@ class LibvirtObserver:
     def _job_active(self, dom: libvirt.virDomain, state: int, reason: int) -> bool:
         if (state, reason) in _MIGRATING:
             return True
-        if state in _INACTIVE or not self._jobs_supported:
+        if state in INACTIVE_STATES or not self._jobs_supported:
             return False
         try:
             job_type = dom.jobInfo()[0]
@@ -169,7 +173,7 @@ class LibvirtObserver:
         return job_type in _JOB_RUNNING
 
     def _error(self, err: libvirt.libvirtError) -> errors.HypervisorError:
-        return errors.HypervisorError(uri=self._uri, reason=_reason(err))
+        return errors.HypervisorError(uri=self._uri, reason=libvirt_reason(err))
 
 
 def _metadata_element(dom: libvirt.virDomain) -> tuple[str, str] | None:
@@ -198,14 +202,15 @@ def _state_of(record: dict[str, int]) -> tuple[int, int]:
     return record.get("state.state", libvirt.VIR_DOMAIN_NOSTATE), record.get("state.reason", 0)
 
 
-def _is_gone(err: libvirt.libvirtError) -> bool:
+def is_gone(err: libvirt.libvirtError) -> bool:
+    """True when the error says the domain does not exist (any more)."""
     return bool(err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN)
 
 
-def _reason(err: libvirt.libvirtError) -> str:
+def libvirt_reason(err: libvirt.libvirtError) -> str:
     """libvirt's message on one line."""
     return " ".join(str(err.get_error_message() or err).split())
 
 
-def _ignore_error(_ctx: object, _err: object) -> None:
+def ignore_errors(_ctx: object, _err: object) -> None:
     """Keep libvirt from printing every error to stderr; we report them ourselves."""

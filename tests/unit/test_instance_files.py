@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from nova_orphans.act import live, quarantine
+from nova_orphans.act import live, paths, quarantine
 from nova_orphans.act.effects import EffectError
 from nova_orphans.core import leftovers, model
 from nova_orphans.record.journal import QuarantineEntry
@@ -187,12 +187,12 @@ def test_path_outside_instances_path_through_dotdot_is_refused(host: Host) -> No
     outside = host.root / "outside" / UUID
     outside.mkdir(parents=True)
     sneaky = os.path.join(str(host.instances), "..", "outside", UUID)
-    refusal = live.path_refusal(str(host.instances), sneaky)
+    refusal = paths.path_refusal(str(host.instances), sneaky)
     assert refusal == f"{outside} is outside {host.instances}"
 
 
 def test_instances_path_itself_is_never_a_target(host: Host) -> None:
-    refusal = live.path_refusal(str(host.instances), str(host.instances))
+    refusal = paths.path_refusal(str(host.instances), str(host.instances))
     assert refusal is not None and "itself" in refusal
 
 
@@ -215,8 +215,8 @@ def test_a_local_mount_below_a_shared_one_is_local(host: Host) -> None:
 
 def test_mount_point_with_a_space_is_unescaped() -> None:
     mounts = LOCAL_MOUNTS + "srv:/x /srv/nova\\040instances nfs rw 0 0\n"
-    assert live.mount_of("/srv/nova instances/abc", mounts) == ("/srv/nova instances", "nfs")
-    assert live.mount_of("/srv/nova instancesX", mounts) == ("/", "ext4")
+    assert paths.mount_of("/srv/nova instances/abc", mounts) == ("/srv/nova instances", "nfs")
+    assert paths.mount_of("/srv/nova instancesX", mounts) == ("/", "ext4")
 
 
 def test_other_file_system_is_refused_rather_than_copied(

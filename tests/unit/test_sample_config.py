@@ -14,13 +14,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_the_committed_sample_matches_the_generator(tmp_path):
     out = tmp_path / "sample.conf"
     subprocess.run(
-        [sys.executable, "-m", "oslo_config.generator", "--namespace", "nova_orphans",
-         "--wrap-width", "79", "--output-file", str(out)],
-        check=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "oslo_config.generator",
+            "--namespace",
+            "nova_orphans",
+            "--wrap-width",
+            "79",
+            "--output-file",
+            str(out),
+        ],
+        check=True,
+        timeout=120,
     )
     committed = (ROOT / "etc" / "nova-orphans.conf.sample").read_text()
     assert out.read_text() == committed, (
-        "regenerate: oslo-config-generator --config-file etc/oslo-config-generator.conf")
+        "regenerate: oslo-config-generator --config-file etc/oslo-config-generator.conf"
+    )
 
 
 def test_every_option_has_help_text():

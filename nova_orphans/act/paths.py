@@ -1,0 +1,145 @@
+"""Path and file-system checks for moving guest files, and durable writes.
+
+Nothing here follows a symlink or trusts a path it did not check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import uuid as uuidlib
+
+DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
+
+#: File systems that may be shared between hosts. NOTE: every FUSE file system
+#: counts as shared as well: we cannot tell a local one from a network one.
+SHARED_FSTYPES = frozenset(
+    {
+        "nfs", "nfs4", "ceph", "cephfs", "glusterfs", "lustre", "gpfs", "ocfs2", "gfs2",
+        "beegfs", "cifs", "smb3", "smbfs", "9p", "virtiofs", "afs", "ncpfs", "orangefs",
+        "pvfs2", "panfs", "quobyte", "vzfs", "davfs", "fuse",
+    }
+)  # fmt: skip
+
+
+def is_canonical_uuid(value: str) -> bool:
+    """True for a lower-case, hyphenated UUID: the only text we build paths from."""
+    try:
+        return str(uuidlib.UUID(value)) == value
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def path_refusal(base: str, path: str) -> str | None:
+    """Why ``path`` is not a safe directory strictly inside ``base``; None when it is.
+
+    Refused: a missing path, a symlink in any component (of ``base`` too: the
+    lexical path must equal the real one), a path that is not a directory, and
+    a path that is not below ``base`` (e.g. by ``..``).
+    """
+    lexical = os.path.abspath(path)
+    try:
+        mode = os.lstat(lexical).st_mode
+    except FileNotFoundError:
+        return f"{lexical} does not exist"
+    except OSError as err:
+        return f"cannot inspect {lexical}: {os_reason(err)}"
+    link = first_symlink(lexical)
+    if link is not None:
+        return f"{link} is a symlink (never followed)"
+    if not stat.S_ISDIR(mode):
+        return f"{lexical} is not a directory"
+    real, real_base = os.path.realpath(lexical), os.path.realpath(base)
+    if real != lexical:
+        return f"{lexical} resolves to {real}"
+    if os.path.dirname(real) == real or os.path.commonpath([real, real_base]) != real_base:
+        return f"{real} is outside {real_base}"
+    if real == real_base:
+        return f"{real} is {base} itself"
+    return None
+
+
+def first_symlink(path: str) -> str | None:
+    """The first existing component of absolute ``path`` that is a symlink, if any."""
+    current = os.sep
+    for part in os.path.abspath(path).split(os.sep)[1:]:
+        current = os.path.join(current, part)
+        try:
+            if stat.S_ISLNK(os.lstat(current).st_mode):
+                return current
+        except FileNotFoundError:
+            return None
+    return None
+
+
+def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) -> str | None:
+    """Why ``path`` may be on storage shared between hosts; None when it is local."""
+    real = os.path.realpath(path)
+    try:
+        with open(mounts_file, encoding="utf-8", errors="replace") as mounts:
+            found = mount_of(real, mounts.read())
+    except OSError as err:
+        return f"cannot tell which file system holds {real} ({mounts_file}: {os_reason(err)})"
+    if found is None:
+        return f"cannot tell which file system holds {real} (no mount in {mounts_file})"
+    mount_point, fstype = found
+    if fstype in SHARED_FSTYPES or fstype.startswith(("fuse.", "nfs")):
+        return f"{real} is on {fstype} ({mount_point}), shared storage (not allowed)"
+    return None
+
+
+def mount_of(path: str, mounts: str) -> tuple[str, str] | None:
+    """The (mount point, fstype) of the longest mount point holding ``path``.
+
+    ``mounts`` is /proc/self/mountinfo or /proc/mounts text; of two mounts on
+    the same point, the later one (on top) wins.
+    """
+    best: tuple[str, str] | None = None
+    for line in mounts.splitlines():
+        if " - " in line:
+            fields, rest = line.split(" - ", 1)
+            parts, fs_parts = fields.split(), rest.split()
+            if len(parts) < 5 or not fs_parts:
+                continue
+            mount_point, fstype = _unescape(parts[4]), fs_parts[0]
+        else:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            mount_point, fstype = _unescape(parts[1]), parts[2]
+        inside = mount_point == "/" or path == mount_point or path.startswith(mount_point + "/")
+        if inside and (best is None or len(mount_point) >= len(best[0])):
+            best = (mount_point, fstype)
+    return best
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def write_durably(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` (0600) through a temporary file, fsync file and directory."""
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    fsync_path(os.path.dirname(path))
+
+
+def fsync_path(path: str) -> None:
+    """fsync a file or directory, so a rename or write survives a crash."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def os_reason(err: OSError) -> str:
+    """An OS error on one line: what and, when known, which file."""
+    where = f" ({err.filename})" if err.filename else ""
+    return f"{err.strerror or err}{where}"

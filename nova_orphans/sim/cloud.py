@@ -1,0 +1,439 @@
+"""The simulated cloud of a history: Nova, the audited host's libvirt, and what links them.
+
+Every operation changes Nova *and* the host the way Nova would on the audited
+host: a boot here defines a domain; a migration away whose source clean-up
+succeeds removes it, one whose clean-up failed leaves it; a resize keeps the
+stopped source until confirm or revert; a local delete (compute down) leaves the
+guest running. An operation whose precondition does not hold does nothing and
+returns False, so any sub-list of a history's steps can be replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import uuid as uuidlib
+from collections import Counter
+from collections.abc import Callable
+
+from nova_orphans.core.model import DomainState
+from nova_orphans.demo.simhost import SimulatedHost
+from nova_orphans.demo.simnova import START, SimulatedNova
+from nova_orphans.demo.simnova_views import SimServer
+
+HOST, OTHER = "cmp-1", "cmp-2"
+_NS = uuidlib.UUID("0b5c3e0e-8a57-4c1e-9d0e-5f7a8b9c1d2e")
+EPOCH = START + datetime.timedelta(days=1)
+RUNNING, SHUTOFF, PAUSED = DomainState.RUNNING, DomainState.SHUTOFF, DomainState.PAUSED
+
+
+def uuid_of(label: str) -> str:
+    """The fixed UUID of a guest label."""
+    return str(uuidlib.uuid5(_NS, label))
+
+
+def name_of(label: str) -> str:
+    """The libvirt domain name of a guest label (Nova's or the operator's)."""
+    return f"operator-{label}" if label.startswith("f") else f"instance-{label}"
+
+
+class Cloud:
+    """Nova plus the audited host, changed only through operations named like an operator's."""
+
+    def __init__(self) -> None:
+        self.now = EPOCH
+        self.nova = SimulatedNova(start=START)
+        self.nova.add_compute(HOST)
+        self.nova.add_compute(OTHER)
+        self.hv = SimulatedHost(HOST)
+        #: Rows ``archive`` removed, kept so that a database restore can bring them back.
+        self.archived: dict[str, SimServer] = {}
+        #: Migrations still running, and evacuations/resizes not cleaned up, by UUID.
+        self.live_migrations: dict[str, int] = {}
+        self.evacuations: dict[str, int] = {}
+        self.resizes: dict[str, int] = {}
+        #: How often the world (not the agent) changed each guest: a new version restarts
+        #: the clock of the liveness invariant.
+        self.version: Counter[str] = Counter()
+        self.labels: dict[str, str] = {}
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def row(self, label: str) -> SimServer | None:
+        """Nova's row of ``label`` (deleted ones too), or None."""
+        return self.nova.servers.get(uuid_of(label))
+
+    def live(self, label: str) -> SimServer | None:
+        """Nova's live (not deleted) row of ``label``, or None."""
+        row = self.row(label)
+        return row if row is not None and not row.deleted else None
+
+    def idle(self, label: str, host: str | None = None) -> SimServer | None:
+        """A live row Nova is not busy with (no task, not resized/soft-deleted), on ``host``."""
+        row = self.live(label)
+        if row is None or row.task_state or row.vm_state in ("resized", "soft-delete"):
+            return None
+        if uuid_of(label) in self.live_migrations:
+            return None
+        if host is not None and row.host != host:
+            return None
+        return row
+
+    def has_domain(self, label: str) -> bool:
+        """True when the audited host defines a domain for ``label``."""
+        return uuid_of(label) in self.hv.domains
+
+    def _touch(self, label: str) -> None:
+        self.version[uuid_of(label)] += 1
+
+    def _define(self, label: str, state: DomainState, *, nova: bool = True, job: bool = False) -> None:
+        uuid = uuid_of(label)
+        self.labels[uuid] = label
+        self.hv.define(uuid, name_of(label), nova=nova, running=state is RUNNING)
+        if state is not RUNNING or job:
+            self.hv.change(uuid, state=state, job_active=job)
+
+    def _destroy(self, label: str) -> None:
+        """Nova's compute destroys the guest: domain and instance directory go."""
+        uuid = uuid_of(label)
+        self.hv.remove(uuid)
+        self.hv.files.pop(uuid, None)
+
+    def _set_state(self, label: str, state: DomainState, job: bool = False) -> None:
+        if self.has_domain(label):
+            self.hv.change(uuid_of(label), state=state, job_active=job)
+
+    def _set(self, row: SimServer, **fields: object) -> None:
+        for field, value in fields.items():
+            setattr(row, field, value)
+        row.updated_at = self.now
+
+    def _move(self, row: SimServer, host: str, **fields: object) -> None:
+        node = self.nova.add_compute(host).node
+        self._set(row, host=host, node=node, task_state=None, **fields)
+
+    def _fresh(self, label: str) -> bool:
+        uuid = uuid_of(label)
+        return (
+            uuid not in self.nova.servers
+            and uuid not in self.archived
+            and uuid not in self.hv.domains
+            and uuid not in self.hv.quarantine
+        )
+
+    # --- operations ------------------------------------------------------------------------
+
+    def apply(self, op: str, label: str, arg: str) -> bool:
+        """Perform operation ``op``; False when its precondition does not hold."""
+        done = OPERATIONS[op](self, label, arg)
+        if done and label:
+            self._touch(label)
+        return done
+
+    def boot_here(self, label: str, arg: str) -> bool:
+        if not self._fresh(label):
+            return False
+        self.nova.boot(HOST, name_of(label), uuid_of(label), at=self.now)
+        self._define(label, RUNNING)
+        if arg == "stopped":
+            return self.power(label, "stop")
+        return True
+
+    def boot_other(self, label: str, arg: str) -> bool:
+        if not self._fresh(label):
+            return False
+        self.nova.boot(OTHER, name_of(label), uuid_of(label), at=self.now)
+        return True
+
+    def delete(self, label: str, arg: str) -> bool:
+        """Delete with the compute up: the compute destroys the guest."""
+        row = self.idle(label) or self._soft_deleted(label)
+        if row is None:
+            return False
+        self.nova.local_delete(row.uuid, at=self.now)
+        if row.host == HOST:
+            self._destroy(label)
+        return True
+
+    def local_delete(self, label: str, arg: str) -> bool:
+        """Delete while the server's compute is down: the guest is left behind."""
+        row = self.idle(label) or self._soft_deleted(label)
+        if row is None:
+            return False
+        self.nova.local_delete(row.uuid, at=self.now)
+        return True
+
+    def _soft_deleted(self, label: str) -> SimServer | None:
+        row = self.live(label)
+        return row if row is not None and row.vm_state == "soft-delete" else None
+
+    def soft_delete(self, label: str, arg: str) -> bool:
+        row = self.idle(label)
+        if row is None:
+            return False
+        self.nova.soft_delete(row.uuid, at=self.now)
+        if row.host == HOST:
+            self._set_state(label, SHUTOFF)
+        return True
+
+    def restore(self, label: str, arg: str) -> bool:
+        row = self._soft_deleted(label)
+        if row is None:
+            return False
+        self.nova.restore(row.uuid, at=self.now)
+        if row.host == HOST:
+            self._set_state(label, RUNNING)
+        return True
+
+    def reclaim(self, label: str, arg: str) -> bool:
+        """The compute reclaims a soft-deleted server after reclaim_instance_interval."""
+        row = self._soft_deleted(label)
+        if row is None:
+            return False
+        self.nova.local_delete(row.uuid, at=self.now)
+        if row.host == HOST:
+            self._destroy(label)
+        return True
+
+    def archive(self, label: str, arg: str) -> bool:
+        gone = [s for s in self.nova.servers.values() if s.deleted]
+        for row in gone:
+            self.archived[row.uuid] = copy.copy(row)
+            self.version[row.uuid] += 1
+        return self.nova.archive() > 0
+
+    def db_restore(self, label: str, arg: str) -> bool:
+        """The operator restores Nova's database: a deleted or archived server is live again."""
+        uuid = uuid_of(label)
+        row = self.row(label)
+        if row is None and uuid in self.archived:
+            row = self.nova.servers[uuid] = self.archived.pop(uuid)
+        if row is None or not row.deleted:
+            return False
+        self._set(row, deleted=False, deleted_at=None, terminated_at=None, vm_state="active",
+                  task_state=None, power_state=1)  # fmt: skip
+        return True
+
+    def live_migrate(self, label: str, arg: str) -> bool:
+        """Live-migrate away from the host: "ok", "cleanup_failed[:running]" or "start"."""
+        row = self.idle(label, HOST)
+        if row is None or row.vm_state != "active" or not self.has_domain(label):
+            return False
+        if arg == "start":
+            self.live_migrations[row.uuid] = self.nova.live_migrate(
+                row.uuid, OTHER, finish=False, at=self.now
+            )
+            self._set_state(label, RUNNING, job=True)
+            return True
+        failed = arg.startswith("cleanup_failed")
+        self.nova.live_migrate(row.uuid, OTHER, cleanup_failed=failed, at=self.now)
+        if failed:
+            self._set_state(label, RUNNING if arg.endswith(":running") else SHUTOFF)
+        else:
+            self._destroy(label)
+        return True
+
+    def migrate_in(self, label: str, arg: str) -> bool:
+        """A live migration to the host starts: the incoming domain is paused, with a job."""
+        row = self.idle(label, OTHER)
+        if row is None or row.vm_state != "active" or self.has_domain(label):
+            return False
+        self.live_migrations[row.uuid] = self.nova.live_migrate(
+            row.uuid, HOST, finish=False, at=self.now
+        )
+        self._define(label, PAUSED, job=True)
+        return True
+
+    def migration_ends(self, label: str, arg: str) -> bool:
+        """A running live migration ends: "ok", "cleanup_failed[:running]" or "rollback"."""
+        uuid = uuid_of(label)
+        mid = self.live_migrations.pop(uuid, None)
+        row = self.live(label)
+        if mid is None or row is None:
+            return False
+        migration = self.nova.migrations[mid]
+        source, dest = migration.source_compute, migration.dest_compute or ""
+        if arg == "rollback":
+            self._set(row, task_state=None)
+            self.nova.set_migration_status(mid, "error", at=self.now)
+            if source == HOST:
+                self._set_state(label, RUNNING)
+            else:
+                self._destroy(label)
+            return True
+        failed = arg.startswith("cleanup_failed")
+        self._move(row, dest, **({"vm_state": "error"} if failed else {}))
+        self.nova.set_migration_status(mid, "error" if failed else "completed", at=self.now)
+        if dest == HOST:
+            self._set_state(label, RUNNING)
+        elif failed:
+            self._set_state(label, RUNNING if arg.endswith(":running") else SHUTOFF)
+        else:
+            self._destroy(label)
+        return True
+
+    def evacuate(self, label: str, arg: str) -> bool:
+        """The host was down; Nova rebuilds the server elsewhere; the guest here stays."""
+        row = self.idle(label, HOST)
+        if row is None:
+            return False
+        self.evacuations[row.uuid] = self.nova.evacuate(row.uuid, OTHER, at=self.now)
+        self._set_state(label, RUNNING if arg == "running" else SHUTOFF)
+        return True
+
+    def evacuation_cleanup(self, label: str, arg: str) -> bool:
+        """The host's compute restarts and destroys evacuated guests ("ok"), or fails to."""
+        mid = self.evacuations.pop(uuid_of(label), None)
+        if mid is None or mid not in self.nova.migrations or self.nova.migrations[mid].deleted:
+            return False
+        if arg == "ok":
+            self._destroy(label)
+            self.nova.set_migration_status(mid, "completed", at=self.now)
+        return True
+
+    def evacuate_in(self, label: str, arg: str) -> bool:
+        row = self.idle(label, OTHER)
+        if row is None or self.has_domain(label):
+            return False
+        self.nova.evacuate(row.uuid, HOST, at=self.now)
+        self._define(label, RUNNING)
+        return True
+
+    def resize(self, label: str, arg: str) -> bool:
+        """Resize (or cold-migrate, arg "migration") away: the stopped source stays."""
+        row = self.idle(label, HOST)
+        if row is None or not self.has_domain(label):
+            return False
+        kind = arg or "resize"
+        self.resizes[row.uuid] = self.nova.resize(row.uuid, OTHER, migration_type=kind, at=self.now)
+        self._set_state(label, SHUTOFF)
+        return True
+
+    def resize_in(self, label: str, arg: str) -> bool:
+        row = self.idle(label, OTHER)
+        if row is None or self.has_domain(label):
+            return False
+        self.resizes[row.uuid] = self.nova.resize(row.uuid, HOST, at=self.now)
+        self._define(label, RUNNING)
+        return True
+
+    def confirm(self, label: str, arg: str) -> bool:
+        """Confirm a resize; the source is destroyed unless its clean-up fails."""
+        row, mid = self.live(label), self.resizes.get(uuid_of(label))
+        if row is None or mid is None or row.vm_state != "resized":
+            return False
+        del self.resizes[row.uuid]
+        source = self.nova.migrations[mid].source_compute
+        self.nova.confirm(row.uuid, at=self.now)
+        if arg == "cleanup_failed":
+            self.nova.set_migration_status(mid, "error", at=self.now)
+            self._set(row, vm_state="error")
+        elif source == HOST:
+            self._destroy(label)
+        return True
+
+    def revert(self, label: str, arg: str) -> bool:
+        row, mid = self.live(label), self.resizes.get(uuid_of(label))
+        if row is None or mid is None or row.vm_state != "resized":
+            return False
+        del self.resizes[row.uuid]
+        source = self.nova.migrations[mid].source_compute
+        self.nova.revert(row.uuid, at=self.now)
+        if source == HOST:
+            self._set_state(label, RUNNING)
+        else:
+            self._destroy(label)
+        return True
+
+    def shelve(self, label: str, arg: str) -> bool:
+        """Shelve-offload; the guest here is destroyed unless that fails."""
+        row = self.idle(label)
+        if row is None:
+            return False
+        host = row.host
+        self.nova.shelve_offload(row.uuid, at=self.now)
+        if host == HOST:
+            if arg == "cleanup_failed":
+                self._set_state(label, SHUTOFF)
+            else:
+                self._destroy(label)
+        return True
+
+    def task(self, label: str, arg: str) -> bool:
+        """Set (arg) or clear (no arg) a task_state Nova is working on."""
+        row = self.live(label)
+        if row is None or row.vm_state in ("resized", "soft-delete"):
+            return False
+        if row.uuid in self.live_migrations or bool(row.task_state) == bool(arg):
+            return False
+        self.nova.set_task_state(row.uuid, arg or None, at=self.now)
+        return True
+
+    def power(self, label: str, arg: str) -> bool:
+        """The user stops or starts a server Nova manages here."""
+        row = self.idle(label, HOST)
+        if row is None or not self.has_domain(label):
+            return False
+        stop = arg == "stop"
+        self._set(row, vm_state="stopped" if stop else "active", power_state=4 if stop else 1)
+        self._set_state(label, SHUTOFF if stop else RUNNING)
+        return True
+
+    def foreign(self, label: str, arg: str) -> bool:
+        """The operator defines a domain by hand (no Nova metadata)."""
+        if not self._fresh(label):
+            return False
+        self._define(label, SHUTOFF if arg == "shutoff" else RUNNING, nova=False)
+        return True
+
+    def undefine(self, label: str, arg: str) -> bool:
+        """The operator undefines a domain Nova does not manage here (files stay)."""
+        row = self.live(label)
+        if not self.has_domain(label) or (row is not None and row.host == HOST):
+            return False
+        self.hv.remove(uuid_of(label))
+        return True
+
+    def lose(self, label: str, arg: str) -> bool:
+        """A guest Nova manages here disappears from libvirt."""
+        if self.idle(label, HOST) is None or not self.has_domain(label):
+            return False
+        self._destroy(label)
+        return True
+
+    def toggle(self, label: str, arg: str) -> bool:
+        """The operator starts or destroys a domain Nova does not manage here."""
+        row, uuid = self.live(label), uuid_of(label)
+        domain = self.hv.domains.get(uuid)
+        if domain is None or domain.job_active or (row is not None and row.host == HOST):
+            return False
+        self._set_state(label, SHUTOFF if domain.is_active else RUNNING)
+        return True
+
+    def corrupt(self, label: str, arg: str) -> bool:
+        """The domain's Nova metadata becomes unreadable."""
+        domain = self.hv.domains.get(uuid_of(label))
+        if domain is None or domain.metadata is None:
+            return False
+        self.hv.change(domain.uuid, metadata=None, metadata_error="unparsable nova:instance")
+        return True
+
+    def quarantine_restore(self, label: str, arg: str) -> bool:
+        """The operator runs ``restore`` on a guest the agent reaped."""
+        uuid = uuid_of(label)
+        if uuid in self.hv.domains or uuid not in self.hv.quarantine:
+            return False
+        self.hv.restore(uuid)
+        return True
+
+
+OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
+    name: getattr(Cloud, name)
+    for name in (
+        "boot_here", "boot_other", "delete", "local_delete", "soft_delete", "restore",
+        "reclaim", "archive", "db_restore", "live_migrate", "migrate_in", "migration_ends",
+        "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
+        "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
+        "corrupt", "quarantine_restore",
+    )
+}  # fmt: skip

@@ -1,0 +1,170 @@
+"""Table-driven tests of the pure decider: each case is one sentence."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from nova_orphans.core.decide import decide
+from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata, Selector
+from nova_orphans.core.policy import Action, Policy, Step
+from nova_orphans.core.sightings import Sighting
+
+NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
+HOUR = datetime.timedelta(hours=1)
+U = "11111111-2222-3333-4444-555555555555"
+META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")
+
+
+def finding(kind=Kind.UNKNOWN, **domain_fields):
+    fields = dict(
+        name="instance-00000001",
+        state=DomainState.RUNNING,
+        persistent=True,
+        job_active=False,
+        metadata=META,
+    )
+    fields.update(domain_fields)
+    return Finding(U, fields["name"], kind, "why", Domain(uuid=U, **fields), None)
+
+
+def seen(kind=Kind.UNKNOWN, first=NOW - 2 * HOUR, count=5, inactive_since=None):
+    return {U: Sighting(U, kind, first, NOW, count, inactive_since)}
+
+
+REAP = {Kind.DELETED: Action.REAP, Kind.UNKNOWN: Action.REAP, Kind.MISPLACED: Action.REAP}
+
+CASES = [
+    (
+        "an unknown guest seen long enough is stopped first",
+        finding(),
+        seen(),
+        Policy(actions=REAP),
+        Step.STOP,
+        "stop first",
+    ),
+    (
+        "a stopped guest is reaped once reap_delay has passed",
+        finding(state=DomainState.SHUTOFF),
+        seen(inactive_since=NOW - 2 * HOUR),
+        Policy(actions=REAP, reap_delay=3600),
+        Step.REAP,
+        "reap",
+    ),
+    (
+        "a stopped guest is not reaped before reap_delay",
+        finding(state=DomainState.SHUTOFF),
+        seen(inactive_since=NOW - HOUR / 2),
+        Policy(actions=REAP, reap_delay=3600),
+        None,
+        "reap in",
+    ),
+    (
+        "with action stop a stopped guest stays defined",
+        finding(state=DomainState.SHUTOFF),
+        seen(inactive_since=NOW - 100 * HOUR),
+        Policy(actions={Kind.UNKNOWN: Action.STOP}),
+        None,
+        "stays defined",
+    ),
+    ("the default policy only logs", finding(), seen(), Policy(), None, "log only"),
+    (
+        "a foreign guest is never acted on even if configured",
+        finding(Kind.FOREIGN),
+        seen(Kind.FOREIGN),
+        Policy(actions={Kind.FOREIGN: Action.REAP}),
+        None,
+        "never acted on",
+    ),
+    (
+        "a protected guest is never acted on even if configured",
+        finding(Kind.PROTECTED),
+        seen(Kind.PROTECTED),
+        Policy(actions={Kind.PROTECTED: Action.REAP}),
+        None,
+        "never acted on",
+    ),
+    (
+        "a guest inside grace is only logged",
+        finding(),
+        seen(first=NOW - HOUR / 2),
+        Policy(actions=REAP, grace_period=3600),
+        None,
+        "grace",
+    ),
+    (
+        "too few sightings means waiting",
+        finding(),
+        seen(count=2),
+        Policy(actions=REAP, sightings_required=3),
+        None,
+        "seen 2 of 3",
+    ),
+    (
+        "a domain with a running libvirt job is left alone",
+        finding(job_active=True),
+        seen(),
+        Policy(actions=REAP),
+        None,
+        "job",
+    ),
+    (
+        "a transient domain is never stopped (nothing would be left to restore)",
+        finding(persistent=False),
+        seen(),
+        Policy(actions=REAP),
+        None,
+        "transient",
+    ),
+    (
+        "a guest outside a non-empty allow list is left alone",
+        finding(),
+        seen(),
+        Policy(actions=REAP, allow=Selector(name_patterns=("test-*",))),
+        None,
+        "allow list",
+    ),
+    (
+        "a guest in the allow list is acted on",
+        finding(),
+        seen(),
+        Policy(actions=REAP, allow=Selector(uuids=frozenset({U}))),
+        Step.STOP,
+        "stop first",
+    ),
+    (
+        "a finding without a sighting is never acted on",
+        finding(),
+        {},
+        Policy(actions=REAP),
+        None,
+        "no domain",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("f", "sightings", "policy", "step", "words"), [pytest.param(*c[1:], id=c[0]) for c in CASES]
+)
+def test_decide(f, sightings, policy, step, words):
+    plan = decide([f], sightings, policy, NOW, nova_guests=10, servers_here=9)
+    (decision,) = plan.decisions
+    assert decision.step is step
+    assert words in decision.why
+
+
+def test_deleted_grace_counts_from_novas_deletion_time_not_the_first_sighting():
+    from nova_orphans.core.model import Server
+
+    server = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, True, NOW - 10 * HOUR)
+    f = Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
+    plan = decide(
+        [f],
+        seen(Kind.DELETED, first=NOW - HOUR / 60),
+        Policy(actions=REAP, grace_period=3600, sightings_required=1),
+        NOW,
+        10,
+        9,
+    )
+    assert plan.decisions[0].step is Step.STOP
