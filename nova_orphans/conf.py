@@ -39,7 +39,8 @@ default_opts = [
     cfg.StrOpt(
         "instances_path",
         help="Where Nova keeps instance directories. Default: from nova_config_file, else "
-        f"{DEFAULT_INSTANCES_PATH}.",
+        f"{DEFAULT_INSTANCES_PATH}. Give the real path: files are never moved through a "
+        "symlink, so a symlinked instances path means files are left in place and reported.",
     ),
     cfg.ListOpt(
         "deny_uuids",
