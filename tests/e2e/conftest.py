@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "stack"))
 
-import harness  # noqa: E402
+import harness
 
 REQUIRE_SERVICES = os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1"
 
@@ -66,8 +66,7 @@ def _stack_session() -> Iterator[harness.Nova]:
     if not harness.stack_is_up():
         if not (harness.NOVA_VENV / "bin" / "nova-compute").exists():
             _unavailable(
-                f"Nova stack not installed in {harness.STACK_DIR}: "
-                "run tests/e2e/stack/install.sh"
+                f"Nova stack not installed in {harness.STACK_DIR}: run tests/e2e/stack/install.sh"
             )
         t0 = time.monotonic()
         done = harness.stack_cmd("start", timeout=600)

@@ -31,21 +31,35 @@ def call(method, url, body=None, raw=None, ctype="application/json", timeout=30)
 def main():
     state = sys.argv[1]
     t0 = time.monotonic()
-    _, img = call("POST", GLANCE + "/v2/images",
-                  {"name": "e2e-raw-1k", "disk_format": "raw", "container_format": "bare",
-                   "visibility": "public"})
-    call("PUT", GLANCE + "/v2/images/%s/file" % img["id"], raw=b"\0" * 1024,
-         ctype="application/octet-stream")
+    _, img = call(
+        "POST",
+        GLANCE + "/v2/images",
+        {
+            "name": "e2e-raw-1k",
+            "disk_format": "raw",
+            "container_format": "bare",
+            "visibility": "public",
+        },
+    )
+    call(
+        "PUT",
+        GLANCE + "/v2/images/{}/file".format(img["id"]),
+        raw=b"\0" * 1024,
+        ctype="application/octet-stream",
+    )
     for _ in range(100):
-        _, got = call("GET", GLANCE + "/v2/images/%s" % img["id"])
+        _, got = call("GET", GLANCE + "/v2/images/{}".format(img["id"]))
         if got["status"] == "active":
             break
         time.sleep(0.2)
     else:
-        raise SystemExit("image did not become active: %s" % got["status"])
+        raise SystemExit("image did not become active: {}".format(got["status"]))
     try:
-        call("POST", NOVA + "/flavors",
-             {"flavor": {"name": "e2e-tiny", "ram": 64, "vcpus": 1, "disk": 1, "id": FLAVOR_ID}})
+        call(
+            "POST",
+            NOVA + "/flavors",
+            {"flavor": {"name": "e2e-tiny", "ram": 64, "vcpus": 1, "disk": 1, "id": FLAVOR_ID}},
+        )
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise
@@ -54,7 +68,7 @@ def main():
     with open(tmp, "w") as f:
         json.dump(info, f)
     os.replace(tmp, os.path.join(state, "stack.json"))
-    print("bootstrap done in %.1f s: %s" % (time.monotonic() - t0, info))
+    print(f"bootstrap done in {time.monotonic() - t0:.1f} s: {info}")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,23 @@ import json
 
 
 def _unauthorized(start_response):
-    body = json.dumps({"error": {"code": 401, "title": "Unauthorized",
-                                 "message": "The request you have made requires authentication."}})
-    start_response("401 Unauthorized", [("Content-Type", "application/json"),
-                                        ("Content-Length", str(len(body))),
-                                        ("WWW-Authenticate", 'Keystone uri="http://127.0.0.1:1"')])
+    body = json.dumps(
+        {
+            "error": {
+                "code": 401,
+                "title": "Unauthorized",
+                "message": "The request you have made requires authentication.",
+            }
+        }
+    )
+    start_response(
+        "401 Unauthorized",
+        [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("WWW-Authenticate", 'Keystone uri="http://127.0.0.1:1"'),
+        ],
+    )
     return [body.encode()]
 
 
@@ -26,10 +38,19 @@ def filter_factory(global_conf, **local_conf):
             if not sep or not user or not project:
                 return _unauthorized(start_response)
             roles = "admin,member,reader" if user == "admin" else "member,reader"
-            for key in ("HTTP_X_USER_ID", "HTTP_X_USER", "HTTP_X_USER_NAME",
-                        "HTTP_X_PROJECT_ID", "HTTP_X_TENANT_ID", "HTTP_X_TENANT",
-                        "HTTP_X_PROJECT_NAME", "HTTP_X_ROLES", "HTTP_X_ROLE",
-                        "HTTP_X_SERVICE_CATALOG", "HTTP_X_IDENTITY_STATUS"):
+            for key in (
+                "HTTP_X_USER_ID",
+                "HTTP_X_USER",
+                "HTTP_X_USER_NAME",
+                "HTTP_X_PROJECT_ID",
+                "HTTP_X_TENANT_ID",
+                "HTTP_X_TENANT",
+                "HTTP_X_PROJECT_NAME",
+                "HTTP_X_ROLES",
+                "HTTP_X_ROLE",
+                "HTTP_X_SERVICE_CATALOG",
+                "HTTP_X_IDENTITY_STATUS",
+            ):
                 environ.pop(key, None)
             environ["HTTP_X_IDENTITY_STATUS"] = "Confirmed"
             environ["HTTP_X_USER_ID"] = user
@@ -39,5 +60,7 @@ def filter_factory(global_conf, **local_conf):
             environ["HTTP_X_ROLES"] = roles
             environ["HTTP_X_SERVICE_CATALOG"] = "[]"
             return app(environ, start_response)
+
         return middleware
+
     return _filter

@@ -271,9 +271,9 @@ class Nova:
     def force_down(self, host: str, down: bool = True) -> dict[str, Any]:
         """``PUT /os-services/{id} {"forced_down": down}`` (2.53+)."""
         svc = self.service(host)
-        return self.request(
-            "PUT", f"/os-services/{svc['id']}", json_body={"forced_down": down}
-        )["service"]
+        return self.request("PUT", f"/os-services/{svc['id']}", json_body={"forced_down": down})[
+            "service"
+        ]
 
     def wait_service_state(self, host: str, state: str, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
@@ -309,8 +309,12 @@ def compute_down(nova: Nova, host: str) -> Iterator[None]:
 
 def nova_manage(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(NOVA_VENV / "bin" / "nova-manage"), "--config-file", str(STATE / "etc" / "nova.conf"),
-         *args],
+        [
+            str(NOVA_VENV / "bin" / "nova-manage"),
+            "--config-file",
+            str(STATE / "etc" / "nova.conf"),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -332,8 +336,17 @@ def archive_deleted_rows() -> int:
 def cell_sql(statement: str, database: str = "nova") -> str:
     """Run SQL in a stack database (``nova`` is cell1) through the MariaDB socket."""
     done = subprocess.run(
-        ["mariadb", "--no-defaults", f"--socket={STATE / 'mysql.sock'}", "-uroot", "-N", "-B",
-         database, "-e", statement],
+        [
+            "mariadb",
+            "--no-defaults",
+            f"--socket={STATE / 'mysql.sock'}",
+            "-uroot",
+            "-N",
+            "-B",
+            database,
+            "-e",
+            statement,
+        ],
         capture_output=True,
         text=True,
         timeout=30,
@@ -355,7 +368,9 @@ def set_task_state(uuid: str, task_state: str | None) -> None:
 # --------------------------------------------------------------------------- libvirt (virsh)
 
 
-def virsh(*args: str, uri: str = LIBVIRT_URI, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def virsh(
+    *args: str, uri: str = LIBVIRT_URI, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["virsh", "-c", uri, *args],
         capture_output=True,
@@ -414,8 +429,19 @@ def run_audit(
 ) -> subprocess.CompletedProcess[str]:
     """``nova-orphans audit --config-file F --host H --libvirt-uri URI --format json``."""
     return subprocess.run(
-        [str(CLI), "audit", "--config-file", str(config_file), "--host", host,
-         "--libvirt-uri", libvirt_uri, "--format", "json", *extra],
+        [
+            str(CLI),
+            "audit",
+            "--config-file",
+            str(config_file),
+            "--host",
+            host,
+            "--libvirt-uri",
+            libvirt_uri,
+            "--format",
+            "json",
+            *extra,
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,

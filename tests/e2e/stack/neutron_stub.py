@@ -38,8 +38,9 @@ class Handler(BaseHTTPRequestHandler):
             key = parts[0].removesuffix(".json").replace("-", "_")
             self._send(200, {key: []})
         else:
-            self._send(404, {"NeutronError": {"type": "NotFound", "message": "not found",
-                                              "detail": ""}})
+            self._send(
+                404, {"NeutronError": {"type": "NotFound", "message": "not found", "detail": ""}}
+            )
 
     def do_DELETE(self):
         self._drain()
@@ -47,13 +48,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self._drain()
-        self._send(400, {"NeutronError": {"type": "BadRequest", "message": "stub",
-                                          "detail": ""}})
+        self._send(400, {"NeutronError": {"type": "BadRequest", "message": "stub", "detail": ""}})
 
     do_PUT = do_POST
 
     def log_message(self, fmt, *args):
-        sys.stderr.write("%s %s\n" % (self.address_string(), fmt % args))
+        sys.stderr.write(f"{self.address_string()} {fmt % args}\n")
 
 
 def main():

@@ -1,4 +1,5 @@
 """gunicorn entry point for nova-api: Nova parses sys.argv, so hide gunicorn's arguments."""
+
 import sys
 
 sys.argv = sys.argv[:1]
