@@ -241,19 +241,27 @@ def serve(nova: SimulatedNova) -> Iterator[str]:
         server.server_close()
 
 
+#: Runs its arguments as a child and reports that child's peak RSS. NOTE: a process
+#: forked from this (large) benchmark process inherits its RSS high-water mark across
+#: exec, so the measured child is started from this small launcher instead.
+LAUNCHER = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - start
+lines = (done.stdout + done.stderr).strip().splitlines() or [""]
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps([peak, wall, done.returncode, lines[-1]]))
+"""
+
+
 def child_rss(argv: list[str]) -> tuple[float, float, int, str]:
-    """Peak RSS (MiB) and wall time of one child process, its exit code and last line."""
-    with tempfile.TemporaryFile("w+") as out:
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
-        # NOTE: wait4 gives this child's own ru_maxrss; RUSAGE_CHILDREN would give the
-        # largest of all children so far.
-        _pid, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - start
-        out.seek(0)
-        lines = out.read().strip().splitlines() or [""]
-    return usage.ru_maxrss / 1024, wall, child.returncode, lines[-1]
+    """Peak RSS (MiB) and wall time of one fresh process, its exit code and last line."""
+    launched = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, check=True
+    )
+    peak_kib, wall, code, last = json.loads(launched.stdout)
+    return peak_kib / 1024, wall, code, last
 
 
 def agent_rss(size: int, background: int, tmp: pathlib.Path) -> tuple[float, float, float, str]:
