@@ -27,9 +27,9 @@ import uuid as uuidlib
 
 from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, once
+from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import SimulatedNova
-from nova_orphans.fleet import cli as fleet_cli
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from tests import worlds

@@ -196,6 +196,30 @@ metrics_opts = [
     ),
 ]
 
+DEFAULT_URI_TEMPLATE = "qemu+ssh://{host}/system"
+
+fleet_opts = [
+    cfg.StrOpt(
+        "uri_template",
+        default=DEFAULT_URI_TEMPLATE,
+        help="Libvirt URI of each compute host; '{host}' is replaced by the host name as Nova "
+        "knows it, e.g. qemu+tls://{host}/system.",
+    ),
+    cfg.IntOpt(
+        "concurrency",
+        default=16,
+        min=1,
+        help="How many hosts are scanned at the same time.",
+    ),
+    cfg.FloatOpt(
+        "timeout",
+        default=60.0,
+        min=0.1,
+        help="Seconds one host's libvirt scan may take; a slower host is reported as "
+        "unreachable (timed out), never as having no domains.",
+    ),
+]
+
 nova_opts = [
     cfg.StrOpt(
         "cloud",
@@ -227,6 +251,7 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("libvirt", list(libvirt_opts)),
         ("agent", list(agent_opts)),
         ("metrics", list(metrics_opts)),
+        ("fleet", list(fleet_opts)),
         (NOVA_GROUP, nova_section),
     ]
 
@@ -251,6 +276,7 @@ def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(libvirt_opts, group="libvirt")
     conf.register_opts(agent_opts, group="agent")
     conf.register_opts(metrics_opts, group="metrics")
+    conf.register_opts(fleet_opts, group="fleet")
     conf.register_opts(nova_opts, group=NOVA_GROUP)
     ks_loading.register_session_conf_options(conf, NOVA_GROUP)
     ks_loading.register_auth_conf_options(conf, NOVA_GROUP)

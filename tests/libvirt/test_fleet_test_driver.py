@@ -14,9 +14,9 @@ from typing import NoReturn
 import pytest
 
 from nova_orphans import conf as config
+from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Domain, Kind
 from nova_orphans.demo.simnova import Fault, SimulatedNova
-from nova_orphans.fleet import cli as fleet_cli
 from nova_orphans.fleet import render
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
@@ -289,7 +289,6 @@ def test_the_command_line_reads_hosts_template_concurrency_and_timeout() -> None
     )  # fmt: skip
     assert args.handler is fleet_cli.handle_audit
     conf = config.load([])
-    fleet_cli.opts.register(conf)
     settings = fleet_cli.settings_from(conf, args)
     assert settings.hosts == ("a", "b")
     assert (settings.uri_template, settings.concurrency, settings.timeout) == (
@@ -309,7 +308,6 @@ def test_bad_command_line_values_are_refused(argv: list[str]) -> None:
 
 def test_a_template_without_host_is_a_config_error() -> None:
     conf = config.load([])
-    fleet_cli.opts.register(conf)
     args = parser().parse_args(["fleet", "audit", "--uri-template", "qemu:///system"])
     with pytest.raises(config.ConfigError):
         fleet_cli.settings_from(conf, args)

@@ -2,9 +2,7 @@
 
 Exit codes as for ``audit``: 0 nothing found, 3 orphans found (split-brain
 included), 1 Nova failed or any host was unreachable, 2 usage or configuration
-error. ``nova_orphans.cli`` adds the command with ``register(commands)`` and
-calls ``args.handler(args)``; Nova failures are raised as ``ObserveError`` and
-configuration problems as ``conf.ConfigError``, which it already reports.
+error.
 """
 
 from __future__ import annotations
@@ -12,22 +10,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from nova_orphans import conf as config
+from nova_orphans.cli import common
+from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.model import Selector
-from nova_orphans.fleet import opts, render
+from nova_orphans.fleet import render
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
 
-# The same exit codes as nova_orphans.cli (which this layer may not import).
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_FOUND = 3
+EXIT_OK, EXIT_ERROR, EXIT_FOUND = common.EXIT_OK, common.EXIT_ERROR, common.EXIT_FOUND
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +43,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
     verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
     audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
-    audit.add_argument("--config-file", action="append", dest="config_files", metavar="FILE")
+    common.add_config(audit)
     audit.add_argument(
         "--hosts",
         type=_host_list,
@@ -58,7 +54,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     audit.add_argument("--concurrency", type=_positive(int), help="hosts scanned at once")
     audit.add_argument("--timeout", type=_positive(float), help="seconds per host scan")
-    audit.add_argument("--format", choices=("table", "json"), default="table")
+    common.add_format(audit)
     audit.set_defaults(handler=handle_audit)
 
 
@@ -85,16 +81,9 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
 
 def handle_audit(args: argparse.Namespace) -> int:
     """Run ``fleet audit`` as the command line asked; returns the exit code."""
-    from nova_orphans.observe.nova_session import CredentialsMissing, transport_from_conf
-
-    conf = config.load(_config_files(args.config_files))
-    opts.register(conf)
+    conf = common.load_conf(args)
     settings = settings_from(conf, args)
-    try:
-        transport = transport_from_conf(conf)
-    except CredentialsMissing as exc:
-        raise config.ConfigError(str(exc)) from exc
-    result = run_audit(settings, transport, _now())
+    result = run_audit(settings, transport_from_conf(conf), common.now())
     print(render.render_json(result) if args.format == "json" else render.render_table(result))
     return exit_code(result)
 
@@ -145,14 +134,3 @@ def exit_code(result: FleetReport) -> int:
     if result.unreachable:
         return EXIT_ERROR
     return EXIT_FOUND if result.has_orphans else EXIT_OK
-
-
-def _config_files(given: Sequence[str] | None) -> list[str]:
-    if given:
-        return list(given)
-    default = config.DEFAULT_CONFIG_FILE
-    return [default] if os.path.exists(default) else []
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
