@@ -290,13 +290,13 @@ start_service() {  # name
         neutron-stub) daemon neutron-stub "$NV/bin/python" "$HERE/neutron_stub.py" 9696 ;;
         placement-api)
             OS_PLACEMENT_CONFIG_DIR=$ETC daemon placement-api gunicorn --bind 127.0.0.1:8778 \
-                --workers 1 --threads 4 --timeout 120 --name placement-api placement.wsgi.api:application ;;
+                --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name placement-api placement.wsgi.api:application ;;
         glance-api)
             OS_GLANCE_CONFIG_DIR=$ETC daemon glance-api "$GV/bin/gunicorn" --bind 127.0.0.1:9292 \
-                --workers 1 --threads 4 --timeout 120 --name glance-api glance.wsgi.api:application ;;
+                --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name glance-api glance.wsgi.api:application ;;
         nova-api)
             OS_NOVA_CONFIG_DIR=$ETC daemon nova-api gunicorn \
-                --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --name nova-api \
+                --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --graceful-timeout 3 --name nova-api \
                 --pythonpath "$HERE" nova_api_wsgi:application ;;
         nova-conductor) daemon nova-conductor nova-conductor --config-file "$ETC/nova.conf" ;;
         nova-scheduler) daemon nova-scheduler nova-scheduler --config-file "$ETC/nova.conf" ;;
@@ -382,6 +382,7 @@ start() {
         die "libvirt $LIBVIRT_URI not answering (run .ci/services/libvirtd.sh start)"
     cleanup_guests
     write_configs
+    local epmd_before; epmd_before=$(pgrep -x epmd || true)
     log "starting mariadb, rabbitmq, neutron stub"
     start_mariadb
     start_rabbit
@@ -392,6 +393,9 @@ start() {
     start_service placement-api
     start_service glance-api
     waitfor rabbitmq 90 rabbit_up
+    # RabbitMQ starts Erlang's port mapper as a detached daemon; stop it with the stack only
+    # when this start brought it up.
+    if [ -z "$epmd_before" ]; then pgrep -x epmd | head -1 >"$(pidfile epmd)" || true; fi
     log "rabbitmq up after $(since "$t0") s"
     start_service nova-api
     start_service nova-conductor
@@ -417,6 +421,7 @@ stop() {
     kill_svcs nova-api nova-conductor nova-scheduler compute-host1 compute-host2 compute-lvhost \
         placement-api glance-api neutron-stub
     kill_svcs rabbitmq mariadb
+    kill_svcs epmd
     log "stopped"
 }
 
