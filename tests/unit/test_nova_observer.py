@@ -183,3 +183,51 @@ def test_lookup_distinguishes_live_deleted_and_never_heard_of():
     record = obs.lookup(gone["id"])
     assert record.deleted and record.deleted_at.isoformat() == "2026-11-01T11:59:00+00:00"
     assert obs.lookup(str(uuidlib.uuid4())) is None
+
+
+def deleted_listing_aware(nova: ScriptedNova) -> ScriptedNova:
+    """Teach the scripted Nova `deleted=1&host=`: only deleted rows of that host."""
+    real = nova.get
+
+    def get(path: str) -> tuple[int, Any]:
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(path).query))
+        if q.get("deleted") == "1":
+            nova.requests.append(path)
+            rows = [
+                s
+                for s in nova.servers
+                if s["status"] == "DELETED" and s["OS-EXT-SRV-ATTR:host"] == q["host"]
+            ]
+            return 200, {"servers": rows}
+        return real(path)
+
+    nova.get = get  # type: ignore[method-assign]
+    return nova
+
+
+def test_many_deleted_guests_are_explained_by_one_listing_not_one_lookup_each():
+    live = [srv() for _ in range(10)]
+    gone = [srv(status="DELETED") for _ in range(20)]
+    archived = [str(uuidlib.uuid4()) for _ in range(3)]
+    nova = deleted_listing_aware(ScriptedNova(live + gone))
+    view = observer(nova).observe(HOST, [s["id"] for s in live + gone] + archived)
+    assert all(view.lookups[s["id"]].deleted for s in gone)
+    assert all(view.lookups[u] is None for u in archived)
+    # host listing + deleted listing + one lookup per archived UUID + migrations
+    assert len(nova.requests) == 1 + 1 + 3 + 1
+
+
+def test_a_deleted_listing_holding_a_live_server_is_an_error():
+    nova = deleted_listing_aware(ScriptedNova([srv(status="DELETED") for _ in range(6)]))
+    nova.servers[0]["status"] = "ACTIVE"
+    nova.servers[0]["OS-EXT-STS:vm_state"] = "active"
+    real = nova.get
+
+    def lying(path: str) -> tuple[int, Any]:
+        if "deleted=1" in path:
+            return 200, {"servers": nova.servers}
+        return real(path)
+
+    nova.get = lying  # type: ignore[method-assign]
+    with pytest.raises(NovaBadAnswer, match="live or not on"):
+        observer(nova).observe(HOST, [s["id"] for s in nova.servers])
