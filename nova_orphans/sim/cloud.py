@@ -79,6 +79,21 @@ class Cloud:
             return None
         return row
 
+    def _tracked(self, table: dict[str, int], label: str) -> int | None:
+        """The migration id ``table`` keeps for ``label``, if it is still that migration.
+
+        NOTE: ``SimulatedNova`` reuses the ids of archived migrations.
+        """
+        uuid = uuid_of(label)
+        mid = table.pop(uuid, None)
+        migration = self.nova.migrations.get(mid) if mid is not None else None
+        if mid is None or migration is None or migration.instance_uuid != uuid:
+            return None
+        if migration.deleted:
+            return None
+        table[uuid] = mid
+        return mid
+
     def has_domain(self, label: str) -> bool:
         """True when the audited host defines a domain for ``label``."""
         return uuid_of(label) in self.hv.domains
@@ -86,7 +101,9 @@ class Cloud:
     def _touch(self, label: str) -> None:
         self.version[uuid_of(label)] += 1
 
-    def _define(self, label: str, state: DomainState, *, nova: bool = True, job: bool = False) -> None:
+    def _define(
+        self, label: str, state: DomainState, *, nova: bool = True, job: bool = False
+    ) -> None:
         uuid = uuid_of(label)
         self.labels[uuid] = label
         self.hv.define(uuid, name_of(label), nova=nova, running=state is RUNNING)
@@ -94,8 +111,14 @@ class Cloud:
             self.hv.change(uuid, state=state, job_active=job)
 
     def _destroy(self, label: str) -> None:
-        """Nova's compute destroys the guest: domain and instance directory go."""
+        """Nova's compute destroys the guest: domain and instance directory go.
+
+        NOTE: the compute only cleans up what libvirt still defines; a guest the agent
+        already reaped keeps its quarantine (and, for a duplicate, its files).
+        """
         uuid = uuid_of(label)
+        if uuid not in self.hv.domains:
+            return
         self.hv.remove(uuid)
         self.hv.files.pop(uuid, None)
 
@@ -246,11 +269,11 @@ class Cloud:
 
     def migration_ends(self, label: str, arg: str) -> bool:
         """A running live migration ends: "ok", "cleanup_failed[:running]" or "rollback"."""
-        uuid = uuid_of(label)
-        mid = self.live_migrations.pop(uuid, None)
+        mid = self._tracked(self.live_migrations, label)
         row = self.live(label)
         if mid is None or row is None:
             return False
+        del self.live_migrations[row.uuid]
         migration = self.nova.migrations[mid]
         source, dest = migration.source_compute, migration.dest_compute or ""
         if arg == "rollback":
@@ -283,9 +306,10 @@ class Cloud:
 
     def evacuation_cleanup(self, label: str, arg: str) -> bool:
         """The host's compute restarts and destroys evacuated guests ("ok"), or fails to."""
-        mid = self.evacuations.pop(uuid_of(label), None)
-        if mid is None or mid not in self.nova.migrations or self.nova.migrations[mid].deleted:
+        mid = self._tracked(self.evacuations, label)
+        if mid is None:
             return False
+        del self.evacuations[uuid_of(label)]
         if arg == "ok":
             self._destroy(label)
             self.nova.set_migration_status(mid, "completed", at=self.now)
@@ -319,7 +343,7 @@ class Cloud:
 
     def confirm(self, label: str, arg: str) -> bool:
         """Confirm a resize; the source is destroyed unless its clean-up fails."""
-        row, mid = self.live(label), self.resizes.get(uuid_of(label))
+        row, mid = self.live(label), self._tracked(self.resizes, label)
         if row is None or mid is None or row.vm_state != "resized":
             return False
         del self.resizes[row.uuid]
@@ -333,7 +357,7 @@ class Cloud:
         return True
 
     def revert(self, label: str, arg: str) -> bool:
-        row, mid = self.live(label), self.resizes.get(uuid_of(label))
+        row, mid = self.live(label), self._tracked(self.resizes, label)
         if row is None or mid is None or row.vm_state != "resized":
             return False
         del self.resizes[row.uuid]
@@ -418,6 +442,23 @@ class Cloud:
         self.hv.change(domain.uuid, metadata=None, metadata_error="unparsable nova:instance")
         return True
 
+    def vanish(self, label: str, arg: str) -> bool:
+        """Someone else undefines the domain (a race with the agent)."""
+        if not self.has_domain(label):
+            return False
+        self.hv.remove(uuid_of(label))
+        return True
+
+    def migrate_back(self, label: str, arg: str) -> bool:
+        """A live migration of the server towards the host starts (a race with the agent)."""
+        row = self.idle(label, OTHER)
+        if row is None:
+            return False
+        self.live_migrations[row.uuid] = self.nova.live_migrate(
+            row.uuid, HOST, finish=False, at=self.now
+        )
+        return True
+
     def quarantine_restore(self, label: str, arg: str) -> bool:
         """The operator runs ``restore`` on a guest the agent reaped."""
         uuid = uuid_of(label)
@@ -434,6 +475,6 @@ OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
         "reclaim", "archive", "db_restore", "live_migrate", "migrate_in", "migration_ends",
         "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
         "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
-        "corrupt", "quarantine_restore",
+        "corrupt", "vanish", "migrate_back", "quarantine_restore",
     )
 }  # fmt: skip

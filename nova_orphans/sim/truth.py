@@ -51,9 +51,7 @@ def truth_of(cloud: Cloud, domain: Domain, denied: bool, any_host: bool = False)
         return Truth.MANAGED
     if domain.metadata is None:
         return Truth.FOREIGN
-    if live and row is not None and (
-        row.vm_state in ("soft-delete", "resized") or row.task_state
-    ):
+    if live and row is not None and (row.vm_state in ("soft-delete", "resized") or row.task_state):
         return Truth.PROTECTED
     if any(m.status in BUSY_MIGRATION for m in migrations_of(cloud, domain.uuid, any_host)):
         return Truth.PROTECTED

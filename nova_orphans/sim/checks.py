@@ -1,0 +1,244 @@
+"""The invariants every step of every history must keep.
+
+1. **safety** — no stop, undefine or file move of a guest whose server Nova still
+   manages or protects *at the moment the effect runs* (live record on this host,
+   SOFT_DELETED, task_state set, vm_state RESIZED, a migration of it in progress or
+   awaiting confirmation, deny-listed), nor of a foreign guest; instance files move
+   only for ``deleted``/``unknown``. Checked inside the effects against the simulated
+   Nova's rows, not against the agent's view.
+2. **liveness** — see ``Liveness``.
+3. **restore** — every guest the agent undefined (and the operator has not restored
+   since) is in the quarantine; restoring it gives the identical XML, domain and
+   instance files; and the journal holds a restorable entry for it (written by the
+   reap, or adopted by reconciliation after a crash) that says where the files are.
+4. **journal** — after every step (so after reconciliation when the agent crashed)
+   no intent is without an outcome, and every destructive call ran while an intent
+   for that guest was open.
+5. **dry run** — see ``runner.compare_dry_run``.
+6. **classification** — in a cycle where no injected fault reached the scan, every
+   finding's kind (and every guest without a finding) agrees with the ground truth.
+7. **cap** — no cycle touches more guests than ``max_actions_per_cycle``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable
+
+from nova_orphans.agent import CycleResult
+from nova_orphans.core.model import Domain, Kind, Selector
+from nova_orphans.core.policy import Action
+from nova_orphans.demo.simhost import Quarantined, SimulatedHost
+from nova_orphans.record.journal import Journal
+from nova_orphans.sim.cloud import HOST, Cloud
+from nova_orphans.sim.effects import Reaped
+from nova_orphans.sim.steps import Setup
+from nova_orphans.sim.truth import ORPHANS, Truth, lost, still_managed, truth_of
+
+SAFETY, LIVENESS, RESTORE, JOURNAL = "1-safety", "2-liveness", "3-restore", "4-journal"
+DRY_RUN, CLASSIFICATION, CAP = "5-dry-run", "6-classification", "7-cap"
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """An invariant broken at a step of a history."""
+
+    invariant: str
+    step: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.invariant}] step {self.step}: {self.detail}"
+
+
+def effect_check(
+    cloud: Cloud, journal: Journal, deny: Selector, method: str, uuid: str, domain: Domain
+) -> list[tuple[str, str]]:
+    """Invariants 1 and 4 for one destructive call about to run (see ``CheckedEffects``)."""
+    label = cloud.labels.get(uuid, uuid)
+    found: list[tuple[str, str]] = []
+    why = still_managed(cloud, domain, deny.covers(domain))
+    if why:
+        found.append((SAFETY, f"{method} of {label} while Nova still manages it: {why}"))
+    if method == "move_instance_files":
+        truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
+        if truth not in (Truth.DELETED, Truth.UNKNOWN):
+            found.append((SAFETY, f"moved the instance files of {label}, a {truth.value} guest"))
+    if not any(i.uuid == uuid for i in journal.open_intents()):
+        found.append((JOURNAL, f"{method} of {label} without an open intent"))
+    return found
+
+
+def journal_closed(journal: Journal) -> list[str]:
+    """Invariant 4: intents without an outcome."""
+    return [f"intent {i.id} ({i.step} {i.uuid}) has no outcome" for i in journal.open_intents()]
+
+
+def restorable(cloud: Cloud, reaped: dict[str, Reaped], journal: Journal) -> list[str]:
+    """Invariant 3 for every guest the agent undefined and nobody restored since."""
+    problems: list[str] = []
+    entries = {e.uuid: e for e in journal.quarantine()}
+    for uuid, was in list(reaped.items()):
+        if uuid in cloud.hv.domains:
+            # NOTE: Nova brought the server back to this host (evacuation, migration):
+            # ``restore`` rightly refuses now, and the instance path is the new guest's.
+            del reaped[uuid]
+            continue
+        label = cloud.labels.get(uuid, uuid)
+        saved = cloud.hv.quarantine.get(uuid)
+        if saved is None:
+            problems.append(f"{label} was undefined but nothing is in its quarantine")
+            continue
+        problems += _compare_restore(label, uuid, was, saved, cloud.hv.files.get(uuid))
+        entry = entries.get(uuid)
+        if entry is None:
+            problems.append(f"{label} was undefined but the journal has no quarantine entry")
+        elif entry.files_moved != (saved.files is not None):
+            problems.append(
+                f"{label}: the journal says files_moved={entry.files_moved}, "
+                f"the files are {'in quarantine' if saved.files else 'in place'}"
+            )
+    return problems
+
+
+def _compare_restore(
+    label: str, uuid: str, was: Reaped, saved: Quarantined, files_in_place: str | None
+) -> list[str]:
+    scratch = SimulatedHost(HOST)
+    scratch.quarantine[uuid] = dataclasses.replace(saved)
+    if files_in_place is not None:
+        scratch.files[uuid] = files_in_place
+    scratch.restore(uuid)
+    problems = []
+    if scratch.xml.get(uuid) != was.xml:
+        problems.append(f"restoring {label} gives different XML")
+    if scratch.files.get(uuid) != was.files:
+        problems.append(
+            f"restoring {label} gives files {scratch.files.get(uuid)!r}, not {was.files!r}"
+        )
+    if scratch.domains.get(uuid) != dataclasses.replace(
+        was.domain, state=scratch.domains[uuid].state
+    ):
+        problems.append(f"restoring {label} gives a different domain")
+    return problems
+
+
+def classification(
+    result: CycleResult, truth: dict[str, Truth], lost_before: set[str], cloud: Cloud
+) -> list[str]:
+    """Invariant 6: the scan's kinds against the ground truth taken just before it."""
+    if result.report is None:
+        return []
+    got = {f.uuid: f.kind.value for f in result.report.findings if f.kind is not Kind.LOST}
+    problems = [
+        f"{cloud.labels.get(uuid, uuid)} classified {got.get(uuid, 'managed')}, "
+        f"truly {expected.value}"
+        for uuid, expected in truth.items()
+        if got.get(uuid, Truth.MANAGED.value) != expected.value
+    ]
+    seen_lost = {f.uuid for f in result.report.findings if f.kind is Kind.LOST}
+    if seen_lost != lost_before:
+        problems.append(f"lost: classified {sorted(seen_lost)}, truly {sorted(lost_before)}")
+    return problems
+
+
+def truth_now(cloud: Cloud, deny: Selector) -> tuple[dict[str, Truth], set[str]]:
+    """The ground truth of every domain on the host, and the lost servers, right now."""
+    domains = cloud.hv.domains.values()
+    return {d.uuid: truth_of(cloud, d, deny.covers(d)) for d in domains}, lost(cloud)
+
+
+@dataclasses.dataclass
+class _Episode:
+    key: tuple[Truth, int, Action]
+    start: datetime.datetime
+    reported: bool = False
+
+
+class Liveness:
+    """Invariant 2: every true orphan the policy acts on is handled in time.
+
+    An *episode* of a guest starts when the ground truth makes it an orphan of a kind
+    whose configured action is stop or reap (allow list permitting, no libvirt job
+    running), and starts afresh whenever the world (not the agent) changes that
+    guest or its kind. It is *handled* when the guest is no longer running (action
+    stop) or no longer defined (action reap). With interval I, grace_period G,
+    sightings_required S and reap_delay R, it must be handled by
+
+        start' + G + (S + 1)·I          (stop)
+        start' + G + R + (S + 2)·I      (reap: stop, then reap_delay, then reap)
+
+    where ``start'`` is the latest of the episode's start and the last *excuse*: a
+    cycle that aborted (Nova or libvirt fault), crashed or braked (globally), or, for
+    this guest, a plan that deferred it for ``max_actions_per_cycle``, a step that was
+    skipped or failed, or a scan that an injected fault made see it as another kind.
+    Every excuse is visible in the cycle's plan, outcomes or error.
+    """
+
+    def __init__(self, setup: Setup) -> None:
+        self.policy, self.deny = setup.policy(), setup.deny()
+        interval, s = setup.interval, setup.sightings_required
+        self.budget = {
+            Action.STOP: datetime.timedelta(seconds=setup.grace_period + (s + 1) * interval),
+            Action.REAP: datetime.timedelta(
+                seconds=setup.grace_period + setup.reap_delay + (s + 2) * interval
+            ),
+        }
+        self.episodes: dict[str, _Episode] = {}
+        self.excused: dict[str, datetime.datetime] = {}
+        self.all_excused = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+
+    def excuse(self, uuids: Iterable[str] | None, when: datetime.datetime) -> None:
+        """Restart the clock of ``uuids`` (None: of every guest) at ``when``."""
+        if uuids is None:
+            self.all_excused = when
+            return
+        for uuid in uuids:
+            self.excused[uuid] = when
+
+    def excuse_cycle(self, result: CycleResult | None, scan_faulted: bool, cloud: Cloud) -> None:
+        """Record the excuses one cycle gave (None: it crashed)."""
+        now = cloud.now
+        if result is None or result.error or result.plan is None or result.plan.brake:
+            self.excuse(None, now)
+            return
+        self.excuse(
+            (d.finding.uuid for d in result.plan.decisions if d.why.startswith("max_actions")), now
+        )
+        self.excuse((o.uuid for o in result.outcomes if o.outcome != "done"), now)
+        if scan_faulted and result.report is not None:
+            seen = {f.uuid: f.kind.value for f in result.report.findings}
+            truth, _ = truth_now(cloud, self.deny)
+            self.excuse((u for u, t in truth.items() if seen.get(u) != t.value), now)
+
+    def check(self, cloud: Cloud) -> list[str]:
+        """Episodes past their deadline, each reported once."""
+        now, late = cloud.now, []
+        current: dict[str, _Episode] = {}
+        for domain in cloud.hv.domains.values():
+            truth = truth_of(cloud, domain, self.deny.covers(domain))
+            action = self.policy.action_for(Kind(truth.value)) if truth in ORPHANS else Action.LOG
+            allowed = self.policy.allow.empty or self.policy.allow.covers(domain)
+            if action is Action.LOG or not allowed or domain.job_active:
+                continue
+            key = (truth, cloud.version[domain.uuid], action)
+            episode = self.episodes.get(domain.uuid)
+            if episode is None or episode.key != key:
+                episode = _Episode(key, now)
+            current[domain.uuid] = episode
+            if action is Action.STOP and not domain.is_active:
+                continue
+            start = max(
+                episode.start, self.excused.get(domain.uuid, episode.start), self.all_excused
+            )
+            deadline = start + self.budget[action]
+            if now > deadline and not episode.reported:
+                episode.reported = True
+                late.append(
+                    f"{cloud.labels.get(domain.uuid, domain.uuid)} ({truth.value}, action "
+                    f"{action.value}) an orphan since {episode.start:%H:%M:%S}, clock restarted "
+                    f"{start:%H:%M:%S}, not handled by {deadline:%H:%M:%S} (now {now:%H:%M:%S})"
+                )
+        self.episodes = current
+        return late

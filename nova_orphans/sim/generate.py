@@ -1,0 +1,225 @@
+"""Random histories from a seed: a setup, then steps drawn from the cloud's current state.
+
+Everything is drawn from ``random.Random(f"{seed}:{index}")``, and steps depend only
+on that and on the cloud (which depends only on earlier steps), so (seed, index)
+reproduces a history exactly. Steps are drawn lazily, while the history is played,
+so that most of them are operations that apply to the cloud as it is.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+from nova_orphans.core.model import Kind
+from nova_orphans.demo.simnova import Fault
+from nova_orphans.sim.cloud import HOST, OTHER, Cloud, uuid_of
+from nova_orphans.sim.steps import Cycle, Event, Setup, Step
+
+#: (weight, candidate test, arguments to draw from) per operation.
+Candidates = Callable[[Cloud, str], bool]
+
+
+def _idle_here(c: Cloud, label: str) -> bool:
+    return c.idle(label, HOST) is not None
+
+
+def _idle_other(c: Cloud, label: str) -> bool:
+    return c.idle(label, OTHER) is not None
+
+
+def _idle(c: Cloud, label: str) -> bool:
+    return c.idle(label) is not None
+
+
+def _soft(c: Cloud, label: str) -> bool:
+    row = c.live(label)
+    return row is not None and row.vm_state == "soft-delete"
+
+
+def _deleted(c: Cloud, label: str) -> bool:
+    row = c.row(label)
+    return (row is not None and row.deleted) or uuid_of(label) in c.archived
+
+
+def _live(c: Cloud, label: str) -> bool:
+    return c.live(label) is not None
+
+
+def _domain(c: Cloud, label: str) -> bool:
+    return c.has_domain(label)
+
+
+def _migrating(c: Cloud, label: str) -> bool:
+    return uuid_of(label) in c.live_migrations
+
+
+def _evacuated(c: Cloud, label: str) -> bool:
+    return uuid_of(label) in c.evacuations
+
+
+def _resized(c: Cloud, label: str) -> bool:
+    return uuid_of(label) in c.resizes
+
+
+def _reaped(c: Cloud, label: str) -> bool:
+    uuid = uuid_of(label)
+    return uuid in c.hv.quarantine and uuid not in c.hv.domains
+
+
+OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
+    "boot_here": (8, None, ("running",) * 4 + ("stopped",)),
+    "boot_other": (3, None, ("",)),
+    "foreign": (1.5, None, ("running", "shutoff")),
+    "delete": (3, _idle, ("",)),
+    "local_delete": (5, _live, ("",)),
+    "soft_delete": (3, _idle, ("",)),
+    "restore": (3, _soft, ("",)),
+    "reclaim": (1, _soft, ("",)),
+    "archive": (2, None, ("",)),
+    "db_restore": (0.7, _deleted, ("",)),
+    "live_migrate": (5, _idle_here, ("ok", "ok", "cleanup_failed", "cleanup_failed:running",
+                                     "start", "start")),
+    "migrate_in": (2, _idle_other, ("",)),
+    "migration_ends": (6, _migrating, ("ok", "ok", "cleanup_failed", "cleanup_failed:running",
+                                       "rollback")),
+    "evacuate": (2, _idle_here, ("running", "shutoff")),
+    "evacuation_cleanup": (2, _evacuated, ("ok", "fail")),
+    "evacuate_in": (1, _idle_other, ("",)),
+    "resize": (3, _idle_here, ("resize", "migration")),
+    "resize_in": (2, _idle_other, ("",)),
+    "confirm": (3, _resized, ("ok", "ok", "cleanup_failed")),
+    "revert": (2, _resized, ("",)),
+    "shelve": (2, _idle, ("ok", "cleanup_failed")),
+    "task": (3, _live, ("rebooting", "powering-off", "image_snapshot", "")),
+    "power": (2, _idle_here, ("stop", "start")),
+    "undefine": (0.7, _domain, ("",)),
+    "lose": (0.4, _idle_here, ("",)),
+    "toggle": (2, _domain, ("",)),
+    "corrupt": (0.4, _domain, ("",)),
+    "quarantine_restore": (2, _reaped, ("",)),
+}  # fmt: skip
+_WEATHER = {"calm": 0.0, "light": 0.12, "stormy": 0.35}
+_FAULTS = tuple(f.value for f in Fault)
+_RACES = ("vanish", "db_restore", "migrate", "toggle")
+_FAILING = ("stop", "domain_xml", "save_xml", "undefine", "move_instance_files")
+#: Every fault a history may inject, by the name ``--without`` takes.
+FAULT_NAMES = (
+    tuple(f"nova:{f}" for f in _FAULTS)
+    + ("drop", "crash")
+    + tuple(f"race:{r}" for r in _RACES)
+    + tuple(f"fail:{m}" for m in _FAILING)
+)
+
+
+def setup_for(rng: random.Random) -> Setup:
+    """A random policy and wiring."""
+    interval = rng.choice((60.0, 300.0, 600.0))
+    actions = [(k.value, rng.choice(("log", "stop", "reap", "reap"))) for k in _ACTIONABLE]
+    if rng.random() < 0.2:  # the operator asks for the impossible; it must be ignored
+        actions += [(k.value, "reap") for k in (Kind.FOREIGN, Kind.LOST, Kind.PROTECTED)]
+    return Setup(
+        interval=interval,
+        actions=tuple(actions),
+        grace_period=rng.choice((0.0, 0.0, interval / 2, interval, 3 * interval)),
+        sightings_required=rng.choice((1, 1, 2, 3)),
+        reap_delay=rng.choice((0.0, 0.0, interval, 2.5 * interval)),
+        max_actions_per_cycle=rng.choice((1, 2, 3, 100)),
+        max_orphan_fraction=rng.choice((0.5, 0.75, 1.0)),
+        brake_min_orphans=rng.choice((2, 3, 100, 100)),
+        allow_patterns=("instance-s1*", "instance-s3*") if rng.random() < 0.1 else (),
+        deny_patterns=("instance-s2*",) if rng.random() < 0.1 else (),
+        page_size=rng.randint(2, 5),
+        retry_attempts=rng.choice((1, 1, 3)),
+    )
+
+
+_ACTIONABLE = (Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED)
+
+
+class Generator:
+    """Draws a history's steps; ``steps(cloud)`` yields them while the history is played."""
+
+    def __init__(
+        self, seed: int, index: int, cycles: int, exclude: frozenset[str] = frozenset()
+    ) -> None:
+        self.rng = random.Random(f"{seed}:{index}")
+        #: Faults never injected, named as in ``FAULT_NAMES``.
+        self.exclude = exclude
+        self.setup = setup_for(self.rng)
+        self.cycles = cycles
+        self.weather = _WEATHER[self.rng.choice(("calm", "light", "light", "stormy"))]
+        self._servers = self._foreign = 0
+
+    def steps(self, cloud: Cloud) -> Iterator[Step]:
+        """The history's steps, drawn one by one from the cloud as it is when asked."""
+        interval = self.setup.interval
+        first = interval / 4
+        for at in sorted(self.rng.uniform(0, first) for _ in range(self.rng.randint(3, 8))):
+            yield Event(at, *self._boot())
+        for k in range(1, self.cycles + 1):
+            times = sorted(
+                self.rng.uniform((k - 1) * interval + (first if k == 1 else 0), k * interval - 1)
+                for _ in range(self.rng.choice((0, 1, 1, 2, 3)))
+            )
+            for at in times:
+                yield Event(at, *self._event(cloud))
+            yield self._cycle(k * interval)
+
+    def _boot(self) -> tuple[str, str, str]:
+        if self.rng.random() < 0.12:
+            self._foreign += 1
+            return "foreign", f"f{self._foreign}", self.rng.choice(("running", "shutoff"))
+        self._servers += 1
+        op = "boot_here" if self.rng.random() < 0.8 else "boot_other"
+        return op, f"s{self._servers}", "running"
+
+    def _event(self, cloud: Cloud) -> tuple[str, str, str]:
+        labels = [f"s{i}" for i in range(1, self._servers + 1)]
+        labels += [f"f{i}" for i in range(1, self._foreign + 1)]
+        names = list(OPS)
+        weights = [OPS[n][0] for n in names]
+        for _ in range(8):
+            op = self.rng.choices(names, weights)[0]
+            _, test, args = OPS[op]
+            arg = self.rng.choice(args)
+            if op == "foreign":
+                self._foreign += 1
+                return op, f"f{self._foreign}", arg
+            if op in ("boot_here", "boot_other"):
+                self._servers += 1
+                return op, f"s{self._servers}", arg
+            if test is None:
+                return op, "", arg
+            fitting = [label for label in labels if test(cloud, label)]
+            if fitting:
+                return op, self.rng.choice(fitting), arg
+        return self._boot()
+
+    def _cycle(self, at: float) -> Cycle:
+        rng, p = self.rng, self.weather
+        nova = tuple(
+            (rng.randint(0, 14), rng.choice(_FAULTS))
+            for _ in range(rng.randint(1, 3) if rng.random() < p else 0)
+        )
+        reads: list[tuple[int, str]] = []
+        if rng.random() < p / 2:
+            reads.append((rng.randint(0, 4), "drop"))
+        if rng.random() < p:
+            reads.append((rng.randint(0, 3), rng.choice(_RACES)))
+        crash = (
+            (rng.randint(0, 5), rng.choice(("before", "after"))) if rng.random() < p / 2 else None
+        )
+        fail = (rng.choice(_FAILING),) if rng.random() < p / 3 else ()
+        cycle = Cycle(at, tuple(sorted(dict(nova).items())), tuple(reads), crash, fail)
+        return self._without_excluded(cycle) if self.exclude else cycle
+
+    def _without_excluded(self, cycle: Cycle) -> Cycle:
+        x = self.exclude
+        return Cycle(
+            cycle.at,
+            tuple(f for f in cycle.nova_faults if f"nova:{f[1]}" not in x),
+            tuple(r for r in cycle.reads if (r[1] if r[1] == "drop" else f"race:{r[1]}") not in x),
+            None if "crash" in x else cycle.crash,
+            tuple(f for f in cycle.fail if f"fail:{f}" not in x),
+        )

@@ -1,0 +1,296 @@
+"""Play one history: the real agent over the simulated cloud, invariants after every step."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nova_orphans.act.actuator import Outcome
+from nova_orphans.act.effects import Effects
+from nova_orphans.act.recording import RecordingEffects
+from nova_orphans.agent import Agent, CycleResult, no_context
+from nova_orphans.core.decide import Plan
+from nova_orphans.demo.simnova import Fault
+from nova_orphans.observe.errors import HypervisorError
+from nova_orphans.observe.nova import NovaObserver, default_retry
+from nova_orphans.record.journal import Journal
+from nova_orphans.sim import checks
+from nova_orphans.sim.cloud import EPOCH, HOST, Cloud, uuid_of
+from nova_orphans.sim.effects import CheckedEffects, Crash
+from nova_orphans.sim.steps import Cycle, Event, Setup, Step
+
+#: Where journals and quarantines go: memory-backed when the machine has it.
+SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None
+RACES = {"vanish": "vanish", "db_restore": "db_restore", "migrate": "migrate_back",
+         "toggle": "toggle"}  # fmt: skip
+
+
+class WatchedAgent(Agent):
+    """The real agent; remembers the last plan, so that a crashed cycle's plan is known too."""
+
+    last_plan: Plan | None = None
+
+    def _log_plan(self, plan: Plan) -> None:
+        self.last_plan = plan
+        super()._log_plan(plan)
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleRecord:
+    """What one cycle (at step ``step``) planned and did (for the dry-run comparison)."""
+
+    step: int
+    plan: Plan | None
+    outcomes: tuple[Outcome, ...]
+    error: str | None
+    acted: bool
+
+
+@dataclasses.dataclass
+class Counters:
+    """What a history (or many) did."""
+
+    histories: int = 0
+    steps: int = 0
+    events: int = 0
+    events_applied: int = 0
+    cycles: int = 0
+    cycles_aborted: int = 0
+    brakes: int = 0
+    faults: int = 0
+    crashes: int = 0
+    stops: int = 0
+    reaps: int = 0
+    skipped: int = 0
+    failed: int = 0
+    violations: int = 0
+
+    def add(self, other: Counters) -> None:
+        """Add ``other`` into this."""
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+
+class Run:
+    """One history being played; ``dry_run`` swaps the effects for ``RecordingEffects``."""
+
+    def __init__(self, setup: Setup, dry_run: bool = False) -> None:
+        self.setup, self.dry_run = setup, dry_run
+        self.cloud = Cloud()
+        self.workdir = tempfile.mkdtemp(prefix="nova-orphans-sim-", dir=SCRATCH)
+        self.journal_path = f"{self.workdir}/journal.sqlite"
+        self.quarantine_root = f"{self.workdir}/quarantine"
+        self.journal = Journal(self.journal_path)
+        self.deny = setup.deny()
+        self.checked = CheckedEffects(self.cloud.hv, self.quarantine_root, self._effect_check)
+        self.effects: Effects = RecordingEffects() if dry_run else self.checked
+        retry: Callable[[Callable[[], Any]], Any] = (
+            default_retry(setup.retry_attempts, 0.0)
+            if setup.retry_attempts > 1
+            else lambda call: call()
+        )
+        self.observer = NovaObserver(self.cloud.nova, page_size=setup.page_size, retry=retry)
+        self.agent = self._agent()
+        self.liveness = checks.Liveness(setup)
+        self.counters = Counters(histories=1)
+        self.violations: list[checks.Violation] = []
+        self.records: list[CycleRecord] = []
+        self.played: list[Step] = []
+        self._reported: set[tuple[str, str]] = set()
+        self._index = 0
+        self._nova_faults: dict[int, str] = {}
+        self._reads: list[tuple[int, str]] = []
+        self._requests = self._read_count = self._fired = 0
+        self._scan_fired: int | None = None
+
+    def _agent(self) -> WatchedAgent:
+        return WatchedAgent(
+            host=HOST,
+            open_hypervisor=lambda: no_context(self.cloud.hv),
+            nova=self.observer,
+            effects=self.effects,
+            journal=self.journal,
+            policy=self.setup.policy(),
+            quarantine_root=self.quarantine_root,
+            deny=self.deny,
+            dry_run=self.dry_run,
+            clock=lambda: self.cloud.now,
+        )
+
+    def close(self) -> None:
+        """Close the journal and remove the scratch directory."""
+        self.journal.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # --- playing ---------------------------------------------------------------------------
+
+    def play(self, steps: Iterable[Step], until_cycle: int | None = None) -> None:
+        """Apply ``steps`` in order (stop after cycle number ``until_cycle``)."""
+        for step in steps:
+            if until_cycle is not None and len(self.records) > until_cycle:
+                return
+            self.step(step)
+
+    def step(self, step: Step) -> None:
+        """Apply one step, then check the invariants."""
+        self.played.append(step)
+        self.counters.steps += 1
+        self.cloud.now = max(self.cloud.now, EPOCH + datetime.timedelta(seconds=step.at))
+        if isinstance(step, Event):
+            self._event(step)
+        else:
+            self._cycle(step)
+        if not self.dry_run:
+            self._check_step()
+        self._index += 1
+
+    def _event(self, event: Event) -> None:
+        self.counters.events += 1
+        if self.cloud.apply(event.op, event.label, event.arg):
+            self.counters.events_applied += 1
+            if event.op == "quarantine_restore":
+                self._operator_restored(event.label)
+
+    def _operator_restored(self, label: str) -> None:
+        """``nova-orphans restore`` closes the journal entry; check what came back."""
+        uuid = uuid_of(label)
+        entries = [e for e in self.journal.quarantine() if e.uuid == uuid]
+        if entries:
+            self.journal.close_quarantine(entries[-1], "restored_at", self.cloud.now)
+        was = self.checked.reaped.pop(uuid, None)
+        if was is not None and (
+            self.cloud.hv.xml.get(uuid) != was.xml or self.cloud.hv.files.get(uuid) != was.files
+        ):
+            self._violation(checks.RESTORE, f"restore of {label} did not bring back XML and files")
+
+    def _cycle(self, cycle: Cycle) -> None:
+        self.counters.cycles += 1
+        truth, lost = checks.truth_now(self.cloud, self.deny)
+        self._arm(cycle)
+        calls_before = self.checked.total_calls
+        result: CycleResult | None = None
+        self.agent.last_plan = None
+        plan = None
+        try:
+            result = self.agent.cycle()
+        except Crash:
+            plan = self.agent.last_plan
+            self.counters.crashes += 1
+            self._disarm()
+            self._restart()
+        finally:
+            self._disarm()
+        scan_faulted = bool(self._fired if self._scan_fired is None else self._scan_fired)
+        acted = self.checked.total_calls > calls_before
+        self._count(result)
+        self.records.append(
+            CycleRecord(
+                self._index,
+                result.plan if result else plan,
+                result.outcomes if result else (),
+                result.error if result else "crashed",
+                acted,
+            )
+        )
+        if self.dry_run:
+            return
+        self.liveness.excuse_cycle(result, scan_faulted, self.cloud)
+        if result is not None and not scan_faulted:
+            for problem in checks.classification(result, truth, lost, self.cloud):
+                self._violation(checks.CLASSIFICATION, problem)
+        if len(self.checked.cycle_guests) > self.setup.max_actions_per_cycle:
+            self._violation(
+                checks.CAP,
+                f"{len(self.checked.cycle_guests)} guests touched, "
+                f"max_actions_per_cycle {self.setup.max_actions_per_cycle}",
+            )
+
+    def _count(self, result: CycleResult | None) -> None:
+        c = self.counters
+        if result is None:
+            return
+        c.cycles_aborted += bool(result.error)
+        c.brakes += bool(result.plan and result.plan.brake)
+        c.skipped += sum(o.outcome == "skipped" for o in result.outcomes)
+        c.failed += sum(o.outcome == "failed" for o in result.outcomes)
+
+    def _restart(self) -> None:
+        """The agent died: a new process opens the same journal and reconciles first."""
+        self.journal.close()
+        self.journal = Journal(self.journal_path)
+        self.agent = self._agent()
+        self.agent.reconcile()
+
+    # --- fault injection -------------------------------------------------------------------
+
+    def _arm(self, cycle: Cycle) -> None:
+        self._nova_faults = dict(cycle.nova_faults)
+        self._reads = list(cycle.reads)
+        self._requests = self._read_count = self._fired = 0
+        self._scan_fired = None
+        self.cloud.nova.fault_hook = self._nova_fault
+        self.cloud.hv.before_read = self._before_read
+        if isinstance(self.effects, CheckedEffects):
+            self.effects.new_cycle(cycle.crash, cycle.fail)
+
+    def _disarm(self) -> None:
+        self.cloud.nova.fault_hook = None
+        self.cloud.hv.before_read = None
+        self.checked.new_cycle(None, ())
+
+    def _nova_fault(self, path: str) -> Fault | None:
+        fault = self._nova_faults.pop(self._requests, None)
+        self._requests += 1
+        if fault is None:
+            return None
+        self._fired += 1
+        self.counters.faults += 1
+        return Fault(fault)
+
+    def _before_read(self, what: str) -> None:
+        n = self._read_count
+        self._read_count += 1
+        lookup = what.startswith("lookup ")
+        if lookup and self._scan_fired is None:
+            self._scan_fired = self._fired
+        for entry in list(self._reads):
+            at, action = entry
+            if action == "drop" and at == n:
+                self._reads.remove(entry)
+                self.counters.faults += 1
+                raise HypervisorError(uri="qemu:///system", reason="connection dropped (injected)")
+            if action in RACES and lookup and n >= at:
+                self._reads.remove(entry)
+                self.counters.faults += 1
+                label = self.cloud.labels.get(what.split()[1])
+                if label:
+                    self.cloud.apply(RACES[action], label, "")
+
+    # --- invariants ------------------------------------------------------------------------
+
+    def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
+        return checks.effect_check(self.cloud, self.journal, self.deny, method, uuid, domain)
+
+    def _violation(self, invariant: str, detail: str) -> None:
+        if (invariant, detail) in self._reported:
+            return
+        self._reported.add((invariant, detail))
+        self.violations.append(checks.Violation(invariant, self._index, detail))
+        self.counters.violations += 1
+
+    def _check_step(self) -> None:
+        for invariant, detail in self.checked.violations:
+            self._violation(invariant, detail)
+        self.checked.violations.clear()
+        for problem in checks.journal_closed(self.journal):
+            self._violation(checks.JOURNAL, problem)
+        for problem in checks.restorable(self.cloud, self.checked.reaped, self.journal):
+            self._violation(checks.RESTORE, problem)
+        for problem in self.liveness.check(self.cloud):
+            self._violation(checks.LIVENESS, problem)
+        self.counters.stops, self.counters.reaps = self.checked.stops_done, self.checked.reaps_done
