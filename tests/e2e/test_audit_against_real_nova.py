@@ -243,6 +243,38 @@ def test_restored_server_is_managed_again(
         nova.destroy(uuid)
 
 
+def test_host_and_libvirt_uri_read_from_the_computes_nova_conf(
+    nova_stack: harness.Nova,
+    nova_orphans_cli: str,
+    unknown_qemu_guest: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """``nova_config_file`` pointed at lvhost's real nova-compute config: no --host, no
+    --libvirt-uri; the audit works out host lvhost on qemu:///system by itself."""
+    nova = nova_stack
+    conf = tmp_path / "from-nova-conf.conf"
+    conf.write_text(
+        "[DEFAULT]\n"
+        f"nova_config_file = {harness.STATE / 'etc' / 'compute-lvhost.conf'}\n"
+        "[nova]\n"
+        "auth_type = admin_token\n"
+        f"endpoint = {harness.NOVA_ENDPOINT}\n"
+        f"token = {harness.ADMIN_TOKEN}\n"
+    )
+    uuid = nova.boot("lvhost")["id"]
+    try:
+        done = harness.run_cli("audit", "--config-file", str(conf), "--format", "json")
+        assert done.returncode == EXIT_FOUND, (done.returncode, done.stdout, done.stderr)
+        report = json.loads(done.stdout)
+        assert report["host"] == "lvhost"
+        found = {f["uuid"]: f for f in report["findings"]}
+        assert uuid not in found, found.get(uuid)
+        assert found[unknown_qemu_guest]["kind"] == "unknown"
+    finally:
+        nova.destroy(uuid)  # lvhost is up: Nova removes its guest itself
+        harness.remove_domain(uuid)
+
+
 # --------------------------------------------------------------------------- bad input
 
 

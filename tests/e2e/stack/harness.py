@@ -449,6 +449,17 @@ def run_audit(
     )
 
 
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``nova-orphans ARGS`` as a subprocess."""
+    return subprocess.run(
+        [str(CLI), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def findings_by_uuid(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     """Parse the JSON report of an audit into ``{uuid: finding}``."""
     report = json.loads(done.stdout)
