@@ -56,6 +56,8 @@ class CheckedEffects(SimulatedEffects):
         self.crash: tuple[int, str] | None = None
         self.cycle_calls = self.total_calls = 0
         self.cycle_guests: set[str] = set()
+        #: Called with the guest's UUID before every effect call (for races, see ``Run``).
+        self.before_effect: Callable[[str], None] | None = None
         self.stops_done = 0
         self.reaps_done = 0
 
@@ -73,6 +75,8 @@ class CheckedEffects(SimulatedEffects):
             raise Crash(f"{when} {method} of {uuid}")
 
     def _watched(self, method: str, uuid: str) -> None:
+        if self.before_effect:
+            self.before_effect(uuid)
         self._around(method, uuid, "before")
         if method not in DESTRUCTIVE:
             return

@@ -88,6 +88,7 @@ class Run:
         self.journal = Journal(self.journal_path)
         self.deny = setup.deny()
         self.checked = CheckedEffects(self.cloud.hv, self.quarantine_root, self._effect_check)
+        self.checked.before_effect = self._before_effect
         self.effects: Effects = RecordingEffects() if dry_run else self.checked
         retry: Callable[[Callable[[], Any]], Any] = (
             default_retry(setup.retry_attempts, 0.0)
@@ -241,7 +242,7 @@ class Run:
     def _disarm(self) -> None:
         self.cloud.nova.fault_hook = None
         self.cloud.hv.before_read = None
-        self.checked.new_cycle(None, ())
+        self.checked.crash, self.checked.fail = None, set()
 
     def _nova_fault(self, path: str) -> Fault | None:
         fault = self._nova_faults.pop(self._requests, None)
@@ -265,11 +266,25 @@ class Run:
                 self.counters.faults += 1
                 raise HypervisorError(uri="qemu:///system", reason="connection dropped (injected)")
             if action in RACES and lookup and n >= at:
-                self._reads.remove(entry)
-                self.counters.faults += 1
-                label = self.cloud.labels.get(what.split()[1])
-                if label:
-                    self.cloud.apply(RACES[action], label, "")
+                self._race(entry, what.split()[1])
+
+    def _before_effect(self, uuid: str) -> None:
+        """A race still pending when the first step starts without any fresh look happens now.
+
+        NOTE: the real actuator always looks again first, and the race happens at that
+        look; this only matters for an actuator that skips re-verification.
+        """
+        if self._scan_fired is None:
+            for entry in [e for e in self._reads if e[1] in RACES]:
+                self._race(entry, uuid)
+
+    def _race(self, entry: tuple[int, str], uuid: str) -> None:
+        """The world changes under the agent, between its scan and its step."""
+        self._reads.remove(entry)
+        self.counters.faults += 1
+        label = self.cloud.labels.get(uuid)
+        if label:
+            self.cloud.apply(RACES[entry[1]], label, "")
 
     # --- invariants ------------------------------------------------------------------------
 
