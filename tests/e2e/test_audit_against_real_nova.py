@@ -334,14 +334,7 @@ def test_bad_nova_credentials_or_endpoint_fail_closed(
     [
         "qemu:///system?socket=/nonexistent/libvirt-sock",
         "qemu+tcp://127.0.0.1:1/system",
-        pytest.param(
-            "missing-test-world",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="libxml2 prints an 'I/O warning' line to stderr before the CLI's own "
-                "error line when a test:/// node file is missing",
-            ),
-        ),
+        "missing-test-world",
     ],
 )
 def test_unreachable_libvirt_fails_with_one_line(

@@ -145,3 +145,12 @@ def test_the_console_script_reports_errors_the_same_way(tmp_path, world):
     )
     assert proc.returncode == cli.EXIT_ERROR
     assert_one_line(proc.stderr, "libvirt")
+
+
+def test_a_missing_test_world_is_one_line_naming_the_file(tmp_path, capsys):
+    missing = f"test://{tmp_path}/missing.xml"
+    code, out, err = run(
+        capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", missing
+    )
+    assert code == cli.EXIT_ERROR
+    assert_one_line(err, "libvirt", "missing.xml")
