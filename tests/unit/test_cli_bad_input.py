@@ -153,4 +153,5 @@ def test_a_missing_test_world_is_one_line_naming_the_file(tmp_path, capsys):
         capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", missing
     )
     assert code == cli.EXIT_ERROR
+    assert out == ""
     assert_one_line(err, "libvirt", "missing.xml")
