@@ -268,14 +268,29 @@ class Cloud:
         return True
 
     def migration_ends(self, label: str, arg: str) -> bool:
-        """A running live migration ends: "ok", "cleanup_failed[:running]" or "rollback"."""
+        """A running live migration moves on.
+
+        "post": the guest runs on the destination, which Nova now names as the host
+        (task_state cleared), while the source's clean-up is still to run: the
+        migration is 'post-migrating' and the source domain is still defined. Then, or
+        directly, it ends: "ok", "cleanup_failed[:running]" or "rollback".
+        """
         mid = self._tracked(self.live_migrations, label)
         row = self.live(label)
         if mid is None or row is None:
             return False
-        del self.live_migrations[row.uuid]
         migration = self.nova.migrations[mid]
         source, dest = migration.source_compute, migration.dest_compute or ""
+        if arg == "post":
+            if migration.status == "post-migrating":
+                return False
+            self._move(row, dest)
+            self.nova.set_migration_status(mid, "post-migrating", at=self.now)
+            self._set_state(label, SHUTOFF if source == HOST else RUNNING)
+            return True
+        del self.live_migrations[row.uuid]
+        if arg == "rollback" and migration.status == "post-migrating":
+            arg = "cleanup_failed"
         if arg == "rollback":
             self._set(row, task_state=None)
             self.nova.set_migration_status(mid, "error", at=self.now)
