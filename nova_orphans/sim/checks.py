@@ -3,9 +3,11 @@
 1. **safety** — no stop, undefine or file move of a guest whose server Nova still
    manages or protects *at the moment the effect runs* (live record on this host,
    SOFT_DELETED, task_state set, vm_state RESIZED, a migration of it in progress or
-   awaiting confirmation, deny-listed), nor of a foreign guest; instance files move
-   only for ``deleted``/``unknown``. Checked inside the effects against the simulated
-   Nova's rows, not against the agent's view.
+   awaiting confirmation, deny-listed), nor of a foreign guest; no step beyond what the
+   operator allowed for the guest's *true* kind (stop needs stop or reap, undefine and
+   file moves need reap; the allow list applies); instance files move only for
+   ``deleted``/``unknown``. Checked inside the effects against the simulated Nova's
+   rows, not against the agent's view.
 2. **liveness** — see ``Liveness``.
 3. **restore** — every guest the agent undefined (and the operator has not restored
    since) is in the quarantine; restoring it gives the identical XML, domain and
@@ -53,14 +55,29 @@ class Violation:
 
 
 def effect_check(
-    cloud: Cloud, journal: Journal, deny: Selector, method: str, uuid: str, domain: Domain
+    cloud: Cloud,
+    journal: Journal,
+    setup: Setup,
+    method: str,
+    uuid: str,
+    domain: Domain,
 ) -> list[tuple[str, str]]:
     """Invariants 1 and 4 for one destructive call about to run (see ``CheckedEffects``)."""
     label = cloud.labels.get(uuid, uuid)
+    deny, policy = setup.deny(), setup.policy()
     found: list[tuple[str, str]] = []
     why = still_managed(cloud, domain, deny.covers(domain))
     if why:
         found.append((SAFETY, f"{method} of {label} while Nova still manages it: {why}"))
+    truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
+    if truth in ORPHANS:
+        action = policy.action_for(Kind(truth.value))
+        allowed = policy.allow.empty or policy.allow.covers(domain)
+        if not allowed or action is Action.LOG or (method != "stop" and action is Action.STOP):
+            found.append(
+                (SAFETY, f"{method} of {label}, truly {truth.value}, which the operator "
+                         f"allowed only to {'nothing' if not allowed else action.value}")
+            )  # fmt: skip
     if method == "move_instance_files":
         truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
         if truth not in (Truth.DELETED, Truth.UNKNOWN):

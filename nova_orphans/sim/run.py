@@ -289,7 +289,7 @@ class Run:
     # --- invariants ------------------------------------------------------------------------
 
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
-        return checks.effect_check(self.cloud, self.journal, self.deny, method, uuid, domain)
+        return checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
 
     def _violation(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._reported:

@@ -96,3 +96,42 @@ def test_post_migrating_source_with_one_empty_migration_listing_is_left_alone():
     result = runner.replay(history)
     assert result.violations == []
     assert result.counters.skipped == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product weakness: an empty answer to the per-UUID lookup is trusted as 'Nova has "
+    "no record'; two empty answers (scan and re-verification) make a shelved-offloaded "
+    "leftover look unknown, so a guest the operator allowed only to stop (misplaced) is "
+    "undefined and its instance files are moved",
+)
+def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unknown():
+    history = History(
+        seed=1,
+        index=8362,
+        setup=Setup(
+            interval=300.0,
+            actions=(("deleted", "log"), ("unknown", "reap"), ("misplaced", "stop")),
+            grace_period=0.0,
+            sightings_required=1,
+            reap_delay=0.0,
+            max_actions_per_cycle=3,
+            max_orphan_fraction=1.0,
+            brake_min_orphans=100,
+            page_size=4,
+            retry_attempts=1,
+        ),
+        steps=(
+            Event(at=8.6, op="boot_here", label="s1", arg="running"),
+            Event(at=27.4, op="boot_here", label="s3", arg="running"),
+            Event(at=30.3, op="boot_here", label="s4", arg="running"),
+            Event(at=74.6, op="boot_here", label="s6", arg="running"),
+            Event(at=1665.2, op="shelve", label="s3", arg="cleanup_failed"),
+            Event(at=4509.2, op="boot_here", label="s10", arg="running"),
+            Event(at=4675.4, op="resize", label="s10", arg="resize"),
+            Event(at=4685.6, op="boot_here", label="s11", arg="running"),
+            # Request 3 is the scan's lookup of s3, request 6 the re-verification's.
+            Cycle(at=5400.0, nova_faults=((3, "empty"), (6, "empty")), reads=((1, "db_restore"),)),
+        ),
+    )
+    assert checks.SAFETY not in invariants(history)
