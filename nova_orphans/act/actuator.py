@@ -132,25 +132,27 @@ class Actuator:
         """Quarantine the XML, undefine, then (deleted/unknown only) move the files.
 
         NOTE: undefine comes before the file move so that a failure can never
-        leave a defined domain pointing at files that were moved away.
+        leave a defined domain pointing at files that were moved away; and the
+        quarantine entry is journaled as soon as the domain is undefined, so a
+        failed file move still leaves the guest restorable.
         """
-        now = self._clock()
-        stamp = now.strftime(STAMP_FORMAT)
+        stamp = self._clock().strftime(STAMP_FORMAT)
         directory = self._effects.quarantine_dir(finding.uuid, stamp)
         self._effects.save_xml(directory, self._effects.domain_xml(finding.uuid))
         undefined = self._effects.undefine(finding.uuid, directory)
+        leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
+        entry = QuarantineEntry(
+            finding.uuid, stamp, finding.kind.value, directory, False, leftovers
+        )
+        if not self._dry_run:
+            self._journal.add_quarantine(entry)
         if finding.kind in FILES_MAY_MOVE:
             files = self._effects.move_instance_files(finding.uuid, directory)
-            moved, files_detail = files.moved, files.detail
+            if files.moved and not self._dry_run:
+                self._journal.mark_files_moved(entry)
+            files_detail = files.detail
         else:
-            moved, files_detail = False, "files left in place: the live copy may use them"
-        leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
-        if not self._dry_run:
-            self._journal.add_quarantine(
-                QuarantineEntry(
-                    finding.uuid, stamp, finding.kind.value, directory, moved, leftovers
-                )
-            )
+            files_detail = "files left in place: the live copy may use them"
         return f"{undefined}; {files_detail}" + (
             f"; left for the operator: {', '.join(leftovers)}" if leftovers else ""
         )

@@ -201,6 +201,13 @@ class Journal:
             ),
         )
 
+    def mark_files_moved(self, entry: QuarantineEntry) -> None:
+        """The reap moved the instance directory into the entry's quarantine."""
+        self._db.execute(
+            "UPDATE quarantine SET files_moved = 1 WHERE uuid = ? AND reaped_at = ?",
+            (entry.uuid, entry.reaped_at),
+        )
+
     def quarantine(self, include_done: bool = False) -> list[QuarantineEntry]:
         """Quarantined guests, oldest first; by default only those still restorable."""
         where = "" if include_done else "WHERE restored_at IS NULL AND purged_at IS NULL"

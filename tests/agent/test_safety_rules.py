@@ -393,3 +393,17 @@ def test_a_dry_run_never_purges_the_quarantine(tmp_path):
     )
     world.cycle()
     assert directory.exists()
+
+
+def test_a_failed_file_move_still_leaves_the_reaped_guest_restorable(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    world.cycle()  # stopped
+    world.effects.fail.add("move_instance_files")
+    result = world.cycle()
+    assert [o.outcome for o in result.outcomes] == ["failed"]
+    (entry,) = world.journal.quarantine()
+    assert entry.uuid == gone and not entry.files_moved
+    world.hv.restore(gone)
+    assert gone in world.hv.domains and world.hv.files[gone] == f"disk-of-{gone}"
