@@ -648,9 +648,14 @@ def lvhost_world(nova_stack: harness.Nova) -> Iterator[LvhostWorld]:
                         harness.remove_domain(uuid)
                         shutil.rmtree(instances / uuid, ignore_errors=True)
     finally:
+        # Right after its restart the API may still count lvhost's compute as down, and a
+        # delete then is local again: wait until it is up, so Nova removes guest and files.
+        nova.wait_service_state("lvhost", "up")
         for uuid in booted:
-            nova.destroy(uuid)  # compute up again: Nova removes the guest itself
+            nova.destroy(uuid)
             harness.remove_domain(uuid)
+        left = [u for u in booted if (instances / u).exists()]
+        assert not left, f"Nova left instance directories in {instances}: {left}"
 
 
 def local_delete(nova: harness.Nova, uuid: str) -> None:
