@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -206,23 +205,24 @@ class Agent:
         return f"completed: domain undefined; quarantine {saved or 'not found'}"
 
     def _adopt_quarantine(self, uuid: str, kind: str) -> str | None:
-        """Journal a quarantine directory the crash left unrecorded, so restore can find it."""
-        base = os.path.join(self.quarantine_root, uuid)
-        if not os.path.isdir(base):
-            return None
-        stamps = sorted(
-            s for s in os.listdir(base) if os.path.isfile(os.path.join(base, s, "domain.xml"))
-        )
-        if not stamps:
-            return None
-        known = {(e.uuid, e.reaped_at) for e in self.journal.quarantine(include_done=True)}
-        path = os.path.join(base, stamps[-1])
-        if (uuid, stamps[-1]) not in known:
-            files = os.path.isdir(os.path.join(path, "files"))
-            self.journal.add_quarantine(
-                QuarantineEntry(uuid, stamps[-1], "unknown", path, files, [])
-            )
-        return path
+        """Bring the journal in line with the quarantine a crash interrupted.
+
+        An undefined guest whose quarantine the journal does not know, or whose
+        files were moved after the journal last heard of it, stays restorable.
+        """
+        known = {
+            e.reaped_at: e for e in self.journal.quarantine(include_done=True) if e.uuid == uuid
+        }
+        latest = None
+        for saved in self.effects.saved_quarantines(uuid):
+            entry = known.get(saved.stamp)
+            if entry is None:
+                entry = QuarantineEntry(uuid, saved.stamp, kind, saved.directory, False, [])
+                self.journal.add_quarantine(entry)
+            if saved.files_moved and not entry.files_moved:
+                self.journal.mark_files_moved(entry)
+            latest = saved.directory
+        return latest
 
 
 def next_wait(interval: float, jitter: float) -> float:

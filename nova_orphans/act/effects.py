@@ -24,6 +24,15 @@ class FilesResult:
     detail: str
 
 
+@dataclasses.dataclass(frozen=True)
+class SavedQuarantine:
+    """A quarantine directory holding a guest's saved XML (found after a crash)."""
+
+    stamp: str
+    directory: str
+    files_moved: bool
+
+
 class Effects(Protocol):
     """Everything the actuator may change. Every method raises ``EffectError`` on failure."""
 
@@ -56,6 +65,9 @@ class Effects(Protocol):
         file system unless allowed. "Not safe" is not an error: ``moved`` is False
         and ``detail`` says why.
         """
+
+    def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:
+        """Every quarantine directory of ``uuid`` that holds its saved XML, oldest first."""
 
     def close(self) -> None:
         """Release what the effects hold (a libvirt connection); safe to call twice."""

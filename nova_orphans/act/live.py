@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import libvirt
 
-from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.act.paths import (
     DEFAULT_MOUNTS_FILE,
     first_symlink,
@@ -201,6 +201,25 @@ class LiveEffects:
             raise EffectError(f"{what}: {os_reason(err)}") from err
 
     # --- quarantine and files ----------------------------------------------------------
+
+    def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:
+        """Quarantine directories of ``uuid`` holding its saved XML (no symlink followed)."""
+        if not is_canonical_uuid(uuid):
+            return []
+        base = os.path.join(self._quarantine_root, uuid)
+        if path_refusal(self._quarantine_root, base):
+            return []
+        found = []
+        for stamp in sorted(os.listdir(base)):
+            directory = os.path.join(base, stamp)
+            if path_refusal(base, directory) is None and os.path.isfile(
+                os.path.join(directory, XML_FILE)
+            ):
+                files = os.path.join(directory, FILES_DIR)
+                found.append(
+                    SavedQuarantine(stamp, directory, path_refusal(directory, files) is None)
+                )
+        return found
 
     def quarantine_dir(self, uuid: str, stamp: str) -> str:
         """Create ``<quarantine_root>/<uuid>/<stamp>`` (each level 0700) and return it."""

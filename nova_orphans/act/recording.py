@@ -8,7 +8,7 @@ import os
 import libvirt
 
 from nova_orphans.act import live, paths
-from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.observe import hypervisor
 
 
@@ -77,6 +77,10 @@ class RecordingEffects:
         source = os.path.join(self._instances_path, uuid)
         target = os.path.join(directory, live.FILES_DIR)
         return FilesResult(False, f"dry run: would move {source} to {target} if safe")
+
+    def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:
+        """A dry run saves nothing."""
+        return []
 
     def close(self) -> None:
         """Nothing to release."""

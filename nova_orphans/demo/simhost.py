@@ -11,7 +11,7 @@ import collections
 import dataclasses
 from collections.abc import Callable
 
-from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError
 
@@ -25,6 +25,12 @@ class Quarantined:
     xml: str
     domain: Domain
     files: str | None
+    directory: str = ""
+
+    @property
+    def stamp(self) -> str:
+        """The reap's time stamp: the last part of ``directory``."""
+        return self.directory.rsplit("/", 1)[-1]
 
 
 class SimulatedHost:
@@ -142,7 +148,7 @@ class SimulatedEffects:
         """Keep the XML for restore."""
         uuid = directory.split("/")[2]
         domain = self._call("save_xml", uuid)
-        self.host.quarantine[uuid] = Quarantined(xml, domain, None)
+        self.host.quarantine[uuid] = Quarantined(xml, domain, None, directory)
         self._done("save_xml", uuid)
 
     def undefine(self, uuid: str, directory: str) -> str:
@@ -165,6 +171,13 @@ class SimulatedEffects:
         self.host.quarantine[uuid].files = files
         self._done("move_instance_files", uuid)
         return FilesResult(True, "instance directory moved to quarantine (simulated)")
+
+    def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:
+        """The in-memory quarantine of ``uuid``, if any."""
+        saved = self.host.quarantine.get(uuid)
+        if saved is None:
+            return []
+        return [SavedQuarantine(saved.stamp, saved.directory, saved.files is not None)]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -27,6 +27,7 @@ from nova_orphans.observe.errors import NovaUnreachable
 START = datetime.datetime(2024, 4, 1, tzinfo=views.UTC)
 _UUID_NS = uuidlib.UUID("6f2b5c4e-3f0a-4e0b-9d55-8a8f7e3c1d20")
 _SHOW = re.compile(r"^/servers/([^/]+)$")
+_SERVER_MIGRATIONS = re.compile(r"^/servers/([^/]+)/migrations$")
 Response = views.Response
 
 
@@ -115,6 +116,8 @@ class SimulatedNova:
             return "servers/show", self._show_server
         if route == "/os-migrations":
             return "os-migrations", self._list_migrations
+        if _SERVER_MIGRATIONS.match(route):
+            return "servers/migrations", self._server_migrations
         if route == "/os-hypervisors/detail":
             return "os-hypervisors/detail", self._list_hypervisors
         if route == "/os-services":
@@ -146,6 +149,23 @@ class SimulatedNova:
             uuid = match.group(1) if match else route
             return views.error(404, "itemNotFound", f"Instance {uuid} could not be found.")
         return 200, {"server": views.server_view(row)}
+
+    def _server_migrations(
+        self, route: str, query: dict[str, str], fault: Fault | None
+    ) -> Response:
+        # NOTE: server_migrations.py index lists only the server's in-progress live
+        # migrations (2.23+), and 404s for a server that does not exist (any more).
+        views.reject_unknown(query, frozenset())
+        match = _SERVER_MIGRATIONS.match(route)
+        uuid = match.group(1) if match else ""
+        row = self.servers.get(uuid)
+        if row is None or row.deleted:
+            return views.error(404, "itemNotFound", f"Instance {uuid} could not be found.")
+        rows = [] if fault is Fault.EMPTY else [
+            m for m in self.migrations.values()
+            if m.instance_uuid == uuid and not m.deleted and views.live_in_progress(m)
+        ]  # fmt: skip
+        return 200, {"migrations": [views.server_migration_view(m) for m in rows]}
 
     def _list_migrations(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
         # NOTE: from 2.59 the os-migrations query schema has additionalProperties=False.

@@ -311,6 +311,28 @@ def service_view(c: SimCompute, now: datetime.datetime) -> dict[str, Any]:
     }
 
 
+def live_in_progress(m: SimMigration) -> bool:
+    """A live migration Nova still counts as in progress."""
+    return m.migration_type == "live-migration" and m.status in _LIVE_IN_PROGRESS
+
+
+def server_migration_view(m: SimMigration) -> dict[str, Any]:
+    """One entry of ``GET /servers/{id}/migrations``."""
+    return {
+        "id": m.id,
+        "uuid": m.uuid,
+        "server_uuid": m.instance_uuid,
+        "source_compute": m.source_compute,
+        "dest_compute": m.dest_compute,
+        "source_node": m.source_node,
+        "dest_node": m.dest_node,
+        "dest_host": None,
+        "status": m.status,
+        "created_at": primitive_time(m.created_at),
+        "updated_at": primitive_time(m.updated_at),
+    }
+
+
 def migration_view(m: SimMigration) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": m.id,
@@ -328,7 +350,7 @@ def migration_view(m: SimMigration) -> dict[str, Any]:
         "created_at": primitive_time(m.created_at),
         "updated_at": primitive_time(m.updated_at),
     }
-    if m.migration_type == "live-migration" and m.status in _LIVE_IN_PROGRESS:
+    if live_in_progress(m):
         href = f"{ENDPOINT}/servers/{m.instance_uuid}/migrations/{m.id}"
         view["links"] = [{"rel": "self", "href": href}]
     return view

@@ -115,13 +115,41 @@ class NovaObserver:
         return records[0] if records else None
 
     def fresh_view(self, host: str, uuid: str) -> NovaView:
-        """A one-guest view of ``uuid`` read just now: its record and its migrations.
+        """A one-guest view of ``uuid`` read just now, for re-verification before a step.
 
-        Used to re-verify a guest right before a destructive step.
+        NOTE: a destructive step must not rest on one answer that could be wrong
+        (an empty page is well-formed). The record is read through two endpoints
+        (the listing with deleted rows, and ``GET /servers/{id}``) and they must
+        agree; in-progress live migrations are read from the server's own
+        ``/migrations`` as well as from ``/os-migrations``.
         """
+        record = self.lookup(uuid)
+        shown = self.show(uuid)
+        _require_agreement(uuid, record, shown)
         items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})
-        migrations = tuple(parse_migration(item) for item in items)
-        return NovaView(host, {}, {uuid: self.lookup(uuid)}, migrations)
+        migrations = [parse_migration(item) for item in items]
+        if shown is not None:
+            migrations += self.live_migrations_in_progress(uuid)
+        return NovaView(host, {}, {uuid: record}, tuple(migrations))
+
+    def show(self, uuid: str) -> Server | None:
+        """``GET /servers/{uuid}``: the live (or SOFT_DELETED) record, None when 404."""
+        body = self._retry(lambda: _checked(self._transport, f"/servers/{uuid}", missing_ok=True))
+        if body is None:
+            return None
+        server = body.get("server") if isinstance(body, dict) else None
+        if not isinstance(server, dict):
+            raise NovaBadAnswer(request=f"GET /servers/{uuid}", reason="no 'server' in the answer")
+        return parse_server(server)
+
+    def live_migrations_in_progress(self, uuid: str) -> list[Migration]:
+        """The server's in-progress live migrations (``GET /servers/{uuid}/migrations``)."""
+        request = f"/servers/{uuid}/migrations"
+        items = _list_in(self._get(request), "migrations", request)
+        return [
+            parse_migration(dict(item, instance_uuid=uuid, migration_type="live-migration"))
+            for item in items
+        ]
 
     def migrations_touching(self, host: str) -> tuple[Migration, ...]:
         """Migrations whose source or destination is ``host``."""
@@ -153,8 +181,25 @@ class NovaObserver:
         return self._retry(lambda: _checked(self._transport, request))
 
 
-def _checked(transport: Transport, request: str) -> Any:
+def _require_agreement(uuid: str, record: Server | None, shown: Server | None) -> None:
+    """Raise unless the listing's record and ``GET /servers/{id}`` tell the same story."""
+    listed = record if record is not None and not record.deleted else None
+    same = (listed is None and shown is None) or (
+        listed is not None and shown is not None
+        and (listed.host, listed.vm_state, listed.task_state)
+        == (shown.host, shown.vm_state, shown.task_state)
+    )  # fmt: skip
+    if not same:
+        raise NovaBadAnswer(
+            request=f"the re-verification of {uuid}",
+            reason="the server listing and GET /servers/{id} disagree",
+        )
+
+
+def _checked(transport: Transport, request: str, missing_ok: bool = False) -> Any:
     status, body = transport.get(request)
+    if missing_ok and status == 404:
+        return None
     if status in (401, 403):
         raise NovaAuthFailed(status=status, reason=_fault_message(body))
     if status >= 500:
