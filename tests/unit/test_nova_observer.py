@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from nova_orphans.demo.simnova import Fault, SimulatedNova
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
@@ -231,3 +232,48 @@ def test_a_deleted_listing_holding_a_live_server_is_an_error():
     nova.get = lying  # type: ignore[method-assign]
     with pytest.raises(NovaBadAnswer, match="live or not on"):
         observer(nova).observe(HOST, [s["id"] for s in nova.servers])
+
+
+# --- re-verification: two endpoints must agree ---------------------------------------------
+
+
+def simulated() -> tuple[SimulatedNova, NovaObserver]:
+    sim = SimulatedNova()
+    for host in (HOST, "cmp-2"):
+        sim.add_compute(host)
+    return sim, NovaObserver(sim, retry=lambda call: call())
+
+
+def test_a_lookup_that_wrongly_says_no_record_is_caught_by_get_server():
+    sim, obs = simulated()
+    uuid = sim.boot("cmp-2", "vm")
+    sim.inject(Fault.EMPTY, path="/servers/detail")  # the listing lies: "no such server"
+    with pytest.raises(NovaBadAnswer, match="disagree"):
+        obs.fresh_view(HOST, uuid)
+
+
+def test_a_get_server_that_wrongly_says_404_is_caught_by_the_lookup():
+    sim, obs = simulated()
+    uuid = sim.boot("cmp-2", "vm")
+    sim.inject(Fault.EMPTY, path=f"/servers/{uuid}")
+    with pytest.raises(NovaBadAnswer, match="disagree"):
+        obs.fresh_view(HOST, uuid)
+
+
+def test_a_live_migration_hidden_from_os_migrations_is_seen_on_the_server():
+    sim, obs = simulated()
+    uuid = sim.boot(HOST, "vm")
+    sim.live_migrate(uuid, "cmp-2", finish=False)
+    sim.inject(Fault.EMPTY, path="/os-migrations")
+    view = obs.fresh_view(HOST, uuid)
+    assert [(m.migration_type, m.dest_compute) for m in view.migrations] == [
+        ("live-migration", "cmp-2")
+    ]
+
+
+def test_a_deleted_server_is_deleted_through_both_endpoints():
+    sim, obs = simulated()
+    uuid = sim.boot(HOST, "vm")
+    sim.local_delete(uuid)
+    view = obs.fresh_view(HOST, uuid)
+    assert view.lookups[uuid].deleted
