@@ -113,7 +113,7 @@ class CheckedEffects(SimulatedEffects):
         domain = self._call("save_xml", uuid)
         with open(os.path.join(directory, "domain.xml"), "w", encoding="utf-8") as out:
             out.write(xml)
-        self.host.quarantine[uuid] = Quarantined(xml, domain, None)
+        self.host.quarantine[uuid] = Quarantined(xml, domain, None, directory)
         self._around("save_xml", uuid, "after")
 
     def undefine(self, uuid: str, directory: str) -> str:

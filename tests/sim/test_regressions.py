@@ -2,7 +2,8 @@
 
 Each test is named for the history (seed, index) that found it and replays the
 minimal history the shrinker left; ``python -m nova_orphans.sim --seed S --index I``
-replays the original.
+replays the original (with the generator of the commit that found it). Each was a
+strict xfail until the product fix named in its docstring.
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ def invariants(history: History) -> set[str]:
     return {v.invariant for v in runner.replay(history).violations}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: Actuator._reap journals the quarantine entry only after the file "
-    "move; a move that raises EffectError leaves the guest undefined with no journal "
-    "entry, so `nova-orphans restore UUID` cannot find it (and the outcome says failed)",
-)
 def test_seed_1_index_392_a_failed_file_move_leaves_the_reaped_guest_restorable():
+    """A file move that raised left the guest undefined with no journal entry.
+
+    Fixed by d660dbb: the quarantine entry is journaled as soon as the domain is undefined.
+    """
     history = History(
         seed=1,
         index=392,
@@ -54,16 +53,13 @@ def test_seed_1_index_392_a_failed_file_move_leaves_the_reaped_guest_restorable(
     assert checks.RESTORE not in invariants(history)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product weakness: an empty answer from /os-migrations is trusted; when both the "
-    "scan's migration listing and the re-verification's come back empty, the source domain "
-    "of a live migration still in 'post-migrating' (Nova names the destination as host "
-    "and has not cleaned the source up yet) is taken for a misplaced duplicate and reaped",
-)
-def test_directed_post_migrating_source_with_two_empty_migration_listings_is_left_alone():
-    # Found by a directed history (the random weather rarely puts both faults there):
-    # request 2 is the scan's /os-migrations, request 3 the re-verification's.
+def test_directed_post_migrating_source_with_empty_migration_listings_is_left_alone():
+    """Empty /os-migrations answers hid a live migration still cleaning up its source.
+
+    Found by a directed history: request 2 is the scan's /os-migrations, the others are
+    the re-verification's; before a28630a two empty answers got the source reaped. Fixed
+    by a28630a: re-verification reads two endpoints and the server's own live migrations.
+    """
     history = History(
         seed=0,
         index=0,
@@ -73,7 +69,7 @@ def test_directed_post_migrating_source_with_two_empty_migration_listings_is_lef
             Event(at=2.0, op="boot_here", label="s2"),
             Event(at=3.0, op="live_migrate", label="s2", arg="start"),
             Event(at=4.0, op="migration_ends", label="s2", arg="post"),
-            Cycle(at=60.0, nova_faults=((2, "empty"), (3, "empty"))),
+            Cycle(at=60.0, nova_faults=tuple((n, "empty") for n in range(2, 16))),
         ),
     )
     assert checks.SAFETY not in invariants(history)
@@ -98,14 +94,14 @@ def test_post_migrating_source_with_one_empty_migration_listing_is_left_alone():
     assert result.counters.skipped == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product weakness: an empty answer to the per-UUID lookup is trusted as 'Nova has "
-    "no record'; two empty answers (scan and re-verification) make a shelved-offloaded "
-    "leftover look unknown, so a guest the operator allowed only to stop (misplaced) is "
-    "undefined and its instance files are moved",
-)
-def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unknown():
+@pytest.mark.parametrize("second", range(4, 16))
+def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unknown(second):
+    """Two empty lookups made a shelved-offloaded leftover look unknown, and it was reaped.
+
+    Request 3 is the scan's lookup of s3; the history found it with request 6 (then the
+    re-verification's lookup) empty too. Fixed by a28630a (re-verification through two
+    endpoints); every second fault in the re-verification is tried.
+    """
     history = History(
         seed=1,
         index=8362,
@@ -130,8 +126,11 @@ def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unkn
             Event(at=4509.2, op="boot_here", label="s10", arg="running"),
             Event(at=4675.4, op="resize", label="s10", arg="resize"),
             Event(at=4685.6, op="boot_here", label="s11", arg="running"),
-            # Request 3 is the scan's lookup of s3, request 6 the re-verification's.
-            Cycle(at=5400.0, nova_faults=((3, "empty"), (6, "empty")), reads=((1, "db_restore"),)),
+            Cycle(
+                at=5400.0,
+                nova_faults=((3, "empty"), (second, "empty")),
+                reads=((1, "db_restore"),),
+            ),
         ),
     )
     assert checks.SAFETY not in invariants(history)

@@ -21,15 +21,6 @@ from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 CI_HISTORIES = 1000
 CI_SEED = 20240401
-#: Faults whose product bug is still open; each names its strict-xfail regression test,
-#: which starts passing (and so fails) once the bug is fixed: then drop the entry here.
-KNOWN_PRODUCT_BUGS = frozenset(
-    {
-        # test_regressions.py::
-        #     test_seed_1_index_392_a_failed_file_move_leaves_the_reaped_guest_restorable
-        "fail:move_instance_files",
-    }
-)
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +30,7 @@ def _quiet() -> None:
 
 def _play(index: int) -> tuple[Counters, list[str]]:
     runner.quiet()
-    result = runner.run_generated(CI_SEED, index, exclude=KNOWN_PRODUCT_BUGS)
+    result = runner.run_generated(CI_SEED, index)
     return result.counters, list(runner.describe(result, None)) if result.failed else []
 
 
