@@ -123,10 +123,11 @@ class Agent:
             _FreshLook(hypervisor, self.nova, self.host),
             self.journal,
             self.clock,
-            self.dry_run,
-            self.stop_timeout,
-            self.deny,
-            self._count_outcome,
+            dry_run=self.dry_run,
+            stop_timeout=self.stop_timeout,
+            deny=self.deny,
+            on_outcome=self._count_outcome,
+            instances_path=self.instances_path,
         )
         outcomes = actuator.execute(plan, should_stop)
         for outcome in outcomes:

@@ -572,12 +572,6 @@ def test_server_soft_deleted_then_restored_around_the_cycles_is_never_touched(
 # --------------------------------------------------------------------------- leftovers
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="product bug: Agent builds its Actuator without instances_path, so leftovers are "
-    "judged against the default /var/lib/nova/instances and the guest's own disk is listed",
-)
 def test_reap_lists_no_leftover_for_a_disk_inside_the_guests_own_instance_directory(
     nova_stack: harness.Nova,
     nova_orphans_cli: str,

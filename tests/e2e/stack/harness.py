@@ -302,6 +302,9 @@ def compute_down(nova: Nova, host: str) -> Iterator[None]:
             nova.force_down(host, False)
         finally:
             start_compute(host)
+        # NOTE: until the API counts the compute up again, a delete would still be
+        # a local delete and leave the guest and its files behind.
+        nova.wait_service_state(host, "up")
 
 
 # --------------------------------------------------------------------------- nova-manage / DB
