@@ -9,7 +9,7 @@ import datetime
 
 import pytest
 
-from nova_orphans.core.model import Kind
+from nova_orphans.core.model import Disk, Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import unreachable
 from nova_orphans.demo.simnova import Fault
@@ -407,3 +407,17 @@ def test_a_failed_file_move_still_leaves_the_reaped_guest_restorable(tmp_path):
     assert entry.uuid == gone and not entry.files_moved
     world.hv.restore(gone)
     assert gone in world.hv.domains and world.hv.files[gone] == f"disk-of-{gone}"
+
+
+def test_leftovers_are_judged_against_the_configured_instances_path(tmp_path):
+    world = SimWorld(tmp_path)
+    world.agent.instances_path = "/srv/nova/instances"
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    own = Disk("vda", "disk", "file", f"/srv/nova/instances/{gone}/disk")
+    volume = Disk("vdb", "disk", "block", "/dev/mapper/volume-1")
+    world.hv.change(gone, disks=(own, volume))
+    world.cycle()
+    world.cycle()
+    (entry,) = world.journal.quarantine()
+    assert entry.leftovers == ["disk vdb: block device /dev/mapper/volume-1 (LVM, iSCSI or FC)"]
