@@ -49,21 +49,23 @@ def render_json(report: AuditReport) -> str:
     )
 
 
+def table_row(f: Finding) -> tuple[str, ...]:
+    """One finding as the cells of ``COLUMNS``."""
+    return (
+        f.kind.value,
+        f.uuid,
+        f.name,
+        f.domain.state.value if f.domain else "-",
+        (f.server.host or "-") if f.server else "-",
+        (f.server.vm_state or "-") if f.server else "-",
+        (f.server.task_state or "-") if f.server else "-",
+        f.reason,
+    )
+
+
 def render_table(report: AuditReport) -> str:
     """The report as an aligned table with a summary line."""
-    rows = [
-        (
-            f.kind.value,
-            f.uuid,
-            f.name,
-            f.domain.state.value if f.domain else "-",
-            (f.server.host or "-") if f.server else "-",
-            (f.server.vm_state or "-") if f.server else "-",
-            (f.server.task_state or "-") if f.server else "-",
-            f.reason,
-        )
-        for f in report.findings
-    ]
+    rows = [table_row(f) for f in report.findings]
     widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]

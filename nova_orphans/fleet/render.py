@@ -72,7 +72,7 @@ def _summary_record(fleet: FleetReport) -> dict[str, Any]:
 
 def render_table(fleet: FleetReport) -> str:
     """The fleet report as aligned tables, one per host, and a summary line."""
-    rows = [_row(f) for f in fleet.findings]
+    rows = [report.table_row(f) for f in fleet.findings]
     widths = [
         max(len(r[i]) for r in [report.COLUMNS, *rows]) for i in range(len(report.COLUMNS) - 1)
     ]
@@ -87,7 +87,7 @@ def render_table(fleet: FleetReport) -> str:
 
 
 def _finding_lines(finding: Finding, widths: list[int], instances_path: str) -> str:
-    line = "  " + _aligned(_row(finding), widths)
+    line = "  " + _aligned(report.table_row(finding), widths)
     extra = leftovers(finding, instances_path)
     return line + ("\n    leftovers: " + "; ".join(extra) if extra else "")
 
@@ -100,19 +100,6 @@ def _host_line(host: HostReport) -> str:
     else:
         notes.append(f"{len(host.findings)} finding(s)")
     return f"{head}: {'; '.join(notes)}"
-
-
-def _row(f: Finding) -> tuple[str, ...]:
-    return (
-        f.kind.value,
-        f.uuid,
-        f.name,
-        f.domain.state.value if f.domain else "-",
-        (f.server.host or "-") if f.server else "-",
-        (f.server.vm_state or "-") if f.server else "-",
-        (f.server.task_state or "-") if f.server else "-",
-        f.reason,
-    )
 
 
 def _aligned(row: tuple[str, ...], widths: list[int]) -> str:
