@@ -9,17 +9,8 @@ import sys
 import pytest
 
 from nova_orphans import cli
-from tests import worlds
 
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
-
-
-@pytest.fixture
-def world(tmp_path: pathlib.Path) -> str:
-    domain = worlds.node_domain(
-        uuid=worlds.random_uuid(), name="instance-00000001", metadata=worlds.nova_metadata()
-    )
-    return worlds.write_world(tmp_path, [domain])
 
 
 def write_conf(tmp_path: pathlib.Path, text: str) -> str:

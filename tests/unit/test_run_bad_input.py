@@ -7,15 +7,6 @@ import pathlib
 import pytest
 
 from nova_orphans import cli
-from tests import worlds
-
-
-@pytest.fixture
-def world(tmp_path: pathlib.Path) -> str:
-    domain = worlds.node_domain(
-        uuid=worlds.random_uuid(), name="instance-00000001", metadata=worlds.nova_metadata()
-    )
-    return worlds.write_world(tmp_path, [domain])
 
 
 def conf_file(tmp_path: pathlib.Path, agent: str) -> str:
