@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from nova_orphans import pipeline
+from nova_orphans import exits, pipeline
 from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import EffectError, Effects
@@ -30,8 +30,6 @@ from nova_orphans.record.journal import Journal, QuarantineEntry
 from nova_orphans.record.metrics import Metrics
 
 LOG = logging.getLogger(__name__)
-
-EXIT_OK, EXIT_ERROR, EXIT_FOUND, EXIT_ACTED = 0, 1, 3, 4
 
 
 class HostHypervisor(pipeline.Hypervisor, Protocol):
@@ -54,10 +52,10 @@ class CycleResult:
     def exit_code(self) -> int:
         """0 nothing found, 3 found but nothing done, 4 acted, 1 error (``run --once``)."""
         if self.error:
-            return EXIT_ERROR
+            return exits.ERROR
         if any(o.outcome == "done" and not o.dry_run for o in self.outcomes):
-            return EXIT_ACTED
-        return EXIT_FOUND if self.report and self.report.has_orphans else EXIT_OK
+            return exits.ACTED
+        return exits.FOUND if self.report and self.report.has_orphans else exits.OK
 
 
 class _FreshLook:

@@ -11,8 +11,15 @@ from typing import NoReturn
 from oslo_config import cfg
 
 from nova_orphans import conf as config
+from nova_orphans import exits
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED = (
+    exits.OK,
+    exits.ERROR,
+    exits.USAGE,
+    exits.FOUND,
+    exits.ACTED,
+)
 
 
 class UsageError(Exception):
