@@ -38,8 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except common.UsageError as exc:
         return common.fail(EXIT_USAGE, f"usage error: {exc}")
-    except (cfg.Error, config.ConfigError, ks_exc.ClientException, JournalError) as exc:
+    except (cfg.Error, config.ConfigError, ks_exc.ClientException) as exc:
         return common.fail(EXIT_USAGE, f"config error: {common.one_line(exc)}")
+    except JournalError as exc:
+        # NOTE: the journal's path is configuration; an agent that cannot record stops.
+        return common.fail(EXIT_USAGE, f"journal error: {common.one_line(exc)}")
     except (ObserveError, EffectError) as exc:
         # NOTE: the message names libvirt or Nova, and why.
         return common.fail(EXIT_ERROR, f"error: {common.one_line(exc)}")

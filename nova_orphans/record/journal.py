@@ -106,11 +106,25 @@ class Journal:
         """Close the database."""
         self._db.close()
 
+    def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        # NOTE: a journal that cannot be written must stop the agent: it may not
+        # act without a record. One error type, one clear line.
+        try:
+            return self._db.execute(sql, args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {self.path}: {exc}") from exc
+
+    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {self.path}: {exc}") from exc
+
     # --- sightings ---------------------------------------------------------------------
 
     def sightings(self) -> dict[str, Sighting]:
         """Every sighting remembered from the previous cycles."""
-        rows = self._db.execute(
+        rows = self._execute(
             "SELECT uuid, kind, first_seen, last_seen, consecutive, inactive_since FROM sightings"
         )
         return {
@@ -121,8 +135,8 @@ class Journal:
     def replace_sightings(self, sightings: Mapping[str, Sighting]) -> None:
         """Store the sightings of the cycle just observed (and forget the rest)."""
         with self._transaction():
-            self._db.execute("DELETE FROM sightings")
-            self._db.executemany(
+            self._execute("DELETE FROM sightings")
+            self._executemany(
                 "INSERT INTO sightings VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     (
@@ -139,20 +153,20 @@ class Journal:
 
     def mark_stopped(self, uuid: str, when: datetime.datetime) -> None:
         """The agent stopped this guest at ``when``: reap_delay counts from then."""
-        self._db.execute(
+        self._execute(
             "UPDATE sightings SET inactive_since = ? WHERE uuid = ? AND inactive_since IS NULL",
             (_iso(when), uuid),
         )
 
     def forget(self, uuid: str) -> None:
         """Reset a finding's sightings: it changed under us and must be seen afresh."""
-        self._db.execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
+        self._execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
 
     # --- intents -----------------------------------------------------------------------
 
     def begin(self, uuid: str, kind: Kind, step: str, dry_run: bool, now: datetime.datetime) -> int:
         """Write an intent before its step starts; returns its id."""
-        cursor = self._db.execute(
+        cursor = self._execute(
             "INSERT INTO intents (uuid, kind, step, dry_run, started_at) VALUES (?, ?, ?, ?, ?)",
             (uuid, kind.value, step, int(dry_run), _iso(now)),
         )
@@ -160,7 +174,7 @@ class Journal:
 
     def finish(self, intent_id: int, outcome: str, detail: str, now: datetime.datetime) -> None:
         """Record what came of an intent."""
-        self._db.execute(
+        self._execute(
             "UPDATE intents SET outcome = ?, detail = ?, finished_at = ? WHERE id = ?",
             (outcome, detail, _iso(now), intent_id),
         )
@@ -176,7 +190,7 @@ class Journal:
         return self._intents("ORDER BY id DESC LIMIT ?", (limit,))
 
     def _intents(self, where: str, args: tuple[Any, ...]) -> list[Intent]:
-        rows = self._db.execute(
+        rows = self._execute(
             "SELECT id, uuid, kind, step, dry_run, started_at, outcome, finished_at, detail "
             f"FROM intents {where}",
             args,
@@ -187,7 +201,7 @@ class Journal:
 
     def add_quarantine(self, entry: QuarantineEntry) -> None:
         """Remember a reaped guest's quarantine."""
-        self._db.execute(
+        self._execute(
             "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.uuid,
@@ -203,7 +217,7 @@ class Journal:
 
     def mark_files_moved(self, entry: QuarantineEntry) -> None:
         """The reap moved the instance directory into the entry's quarantine."""
-        self._db.execute(
+        self._execute(
             "UPDATE quarantine SET files_moved = 1 WHERE uuid = ? AND reaped_at = ?",
             (entry.uuid, entry.reaped_at),
         )
@@ -211,7 +225,7 @@ class Journal:
     def quarantine(self, include_done: bool = False) -> list[QuarantineEntry]:
         """Quarantined guests, oldest first; by default only those still restorable."""
         where = "" if include_done else "WHERE restored_at IS NULL AND purged_at IS NULL"
-        rows = self._db.execute(f"SELECT * FROM quarantine {where} ORDER BY reaped_at")
+        rows = self._execute(f"SELECT * FROM quarantine {where} ORDER BY reaped_at")
         return [
             QuarantineEntry(r[0], r[1], r[2], r[3], bool(r[4]), json.loads(r[5]), r[6], r[7])
             for r in rows
@@ -221,17 +235,17 @@ class Journal:
         """Mark a quarantine entry restored or purged (``column``: restored_at | purged_at)."""
         if column not in ("restored_at", "purged_at"):
             raise ValueError(column)
-        self._db.execute(
+        self._execute(
             f"UPDATE quarantine SET {column} = ? WHERE uuid = ? AND reaped_at = ?",
             (_iso(now), entry.uuid, entry.reaped_at),
         )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        self._execute("BEGIN IMMEDIATE")
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        self._execute("COMMIT")
