@@ -77,5 +77,12 @@ def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
         region = os_config.OpenStackConfig().get_one(cloud=cloud)
     except os_exc.ConfigException as exc:
         raise CredentialsMissing(f"clouds.yaml: {_one_line(exc)}") from exc
-    adapter: ks_adapter.Adapter = region.get_session_client("compute")
-    return adapter
+    # NOTE: a plain keystoneauth adapter on the cloud's session: the same transport
+    # as the [nova] section, with the cloud's region, interface and endpoint override.
+    return ks_adapter.Adapter(
+        session=region.get_session(),
+        service_type="compute",
+        interface=region.get_interface("compute"),
+        region_name=region.region_name,
+        endpoint_override=region.get_endpoint("compute"),
+    )
