@@ -84,8 +84,9 @@ def test_a_password_section_loads_every_standard_option(tmp_path):
                 "c.conf",
                 (
                     "[nova]\nauth_type = password\nauth_url = http://keystone.example/v3\n"
-                    "username = u\npassword = p\nproject_name = service\nuser_domain_name = Default\n"
-                    "project_domain_name = Default\nregion_name = RegionTwo\nvalid_interfaces = internal\n"
+                    "username = u\npassword = p\nproject_name = service\n"
+                    "user_domain_name = Default\nproject_domain_name = Default\n"
+                    "region_name = RegionTwo\nvalid_interfaces = internal\n"
                 ),
             )
         ]
