@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
+
+from tests import worlds
 
 REQUIRE_SERVICES = os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1"
 
@@ -24,3 +27,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if REQUIRE_SERVICES and skipped and exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.fixture
+def world(tmp_path: pathlib.Path) -> str:
+    """A libvirt test:/// world holding one guest with Nova metadata; returns its URI."""
+    domain = worlds.node_domain(
+        uuid=worlds.random_uuid(), name="instance-00000001", metadata=worlds.nova_metadata()
+    )
+    return worlds.write_world(tmp_path, [domain])
