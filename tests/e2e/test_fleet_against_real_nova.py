@@ -1,0 +1,123 @@
+"""``nova-orphans fleet audit`` against the real Nova stack.
+
+Hosts come from Nova's own service list; each host's libvirt is a ``test:///`` world named
+by the URI template. One UUID running on two hosts is split-brain, whichever copy Nova
+points to; a host that cannot be read is reported unreachable without spoiling the others.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import harness
+import pytest
+
+from tests import worlds
+
+pytestmark = pytest.mark.nova
+
+FAKE_HOSTS = ("host1", "host2")
+
+
+def nova_domain(uuid: str, name: str, *devices: str) -> str:
+    return worlds.node_domain(
+        uuid=uuid, name=name, devices=devices, metadata=worlds.nova_metadata(name=name)
+    )
+
+
+def fleet_audit(conf: pathlib.Path, template: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return harness.run_cli(
+        "fleet",
+        "audit",
+        "--config-file",
+        str(conf),
+        "--uri-template",
+        template,
+        "--format",
+        "json",
+        "--timeout",
+        "30",
+        *extra,
+    )
+
+
+def by_host(document: dict) -> dict[str, dict]:
+    return {h["host"]: h for h in document["hosts"]}
+
+
+def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
+    nova_stack: harness.Nova, nova_orphans_cli: str, tmp_path: pathlib.Path
+) -> None:
+    """Hosts from os-services; a guest running on host1 and host2 is split-brain; a deleted
+    server's guest lists its RBD volume and tap device as leftovers."""
+    nova = nova_stack
+    managed = nova.boot("host1")["id"]
+    twice = nova.boot("host2")["id"]
+    gone = nova.boot("host2")["id"]
+    try:
+        nova.force_delete(gone)  # a fake compute leaves no domain: the world keeps one
+        nova.wait_gone(gone)
+        leftovers = (
+            worlds.rbd_disk("volumes/volume-e2e"),
+            worlds.bridge_interface("fa:16:3e:00:00:01", "tap-e2e0001"),
+        )
+        worlds.write_world(
+            tmp_path,
+            [nova_domain(managed, "instance-a"), nova_domain(twice, "instance-b")],
+            name="host1.xml",
+        )
+        worlds.write_world(
+            tmp_path,
+            [nova_domain(twice, "instance-b"), nova_domain(gone, "instance-c", *leftovers)],
+            name="host2.xml",
+        )
+        worlds.write_world(tmp_path, [], name="lvhost.xml")
+        conf = harness.write_cli_config(tmp_path / "fleet.conf", host="host1")
+
+        done = fleet_audit(conf, f"test://{tmp_path}/{{host}}.xml")
+        assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
+        document = json.loads(done.stdout)
+        hosts = by_host(document)
+        assert set(FAKE_HOSTS) <= set(hosts), hosts.keys()
+        assert all(hosts[h]["status"] == "audited" for h in FAKE_HOSTS)
+
+        found = {(h, f["uuid"]): f for h in FAKE_HOSTS for f in hosts[h]["findings"]}
+        assert found[("host1", twice)]["kind"] == "split-brain"
+        assert found[("host2", twice)]["kind"] == "split-brain"
+        assert ("host1", managed) not in found
+        deleted = found[("host2", gone)]
+        assert deleted["kind"] == "deleted"
+        assert any("volumes/volume-e2e" in item for item in deleted["leftovers"])
+        assert any("tap-e2e0001" in item for item in deleted["leftovers"])
+        assert document["summary"]["findings"]["split-brain"] >= 2
+    finally:
+        for uuid in (managed, twice):
+            nova.destroy(uuid)
+
+
+def test_an_unreachable_host_and_one_nova_does_not_know_are_reported_not_read_as_empty(
+    nova_stack: harness.Nova, nova_orphans_cli: str, tmp_path: pathlib.Path
+) -> None:
+    """``--hosts`` naming a host with no readable libvirt and one Nova never heard of: both
+    are reported, the reachable host is still audited, and the exit code is 1."""
+    nova = nova_stack
+    managed = nova.boot("host1")["id"]
+    try:
+        worlds.write_world(tmp_path, [nova_domain(managed, "instance-a")], name="host1.xml")
+        worlds.write_world(tmp_path, [], name="stranger.xml")
+        conf = harness.write_cli_config(tmp_path / "fleet.conf", host="host1")
+
+        done = fleet_audit(
+            conf, f"test://{tmp_path}/{{host}}.xml", "--hosts", "host1,host2,stranger"
+        )
+        assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+        hosts = by_host(json.loads(done.stdout))
+        assert hosts["host1"]["status"] == "audited"
+        assert managed not in {f["uuid"] for f in hosts["host1"]["findings"]}
+        assert hosts["host2"]["status"] == "unreachable"  # no host2.xml
+        assert hosts["host2"]["findings"] is None
+        assert hosts["stranger"]["known_to_nova"] is False
+    finally:
+        nova.destroy(managed)
