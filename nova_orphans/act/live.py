@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import time
-import types
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
@@ -84,17 +83,6 @@ class LiveEffects:
             with contextlib.suppress(libvirt.libvirtError):
                 self._conn.close()
             self._conn = None
-
-    def __enter__(self) -> LiveEffects:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: types.TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- libvirt -----------------------------------------------------------------------
 
