@@ -146,6 +146,12 @@ def _grace_left(
     finding: Finding, sighting: Sighting, policy: Policy, now: datetime.datetime
 ) -> float:
     start = sighting.first_seen
-    if finding.kind is Kind.DELETED and finding.server and finding.server.deleted_at:
-        start = finding.server.deleted_at
+    server = finding.server
+    if finding.kind is Kind.DELETED and server and server.deleted_at:
+        start = server.deleted_at
+    elif finding.kind is Kind.MISPLACED and server and server.updated_at:
+        # NOTE: a server Nova changed moments ago (a host flip at the end of a live
+        # migration, an evacuation) may still be mid-clean-up on this host; the grace
+        # runs from Nova's last change as well as from the first sighting.
+        start = max(start, server.updated_at)
     return policy.grace_period - (now - start).total_seconds()

@@ -119,6 +119,8 @@ class Server:
     task_state: str | None
     deleted: bool = False
     deleted_at: datetime.datetime | None = None
+    #: When Nova last changed the record (its ``updated``).
+    updated_at: datetime.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)

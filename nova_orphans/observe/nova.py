@@ -261,6 +261,7 @@ def parse_server(item: dict[str, Any]) -> Server:
         deleted_at=_parse_time(item.get("OS-SRV-USG:terminated_at") or item.get("updated"))
         if deleted
         else None,
+        updated_at=_parse_time(item.get("updated")),
     )
 
 

@@ -168,3 +168,18 @@ def test_deleted_grace_counts_from_novas_deletion_time_not_the_first_sighting():
         9,
     )
     assert plan.decisions[0].step is Step.STOP
+
+
+def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
+    from nova_orphans.core.model import Server
+
+    server = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - HOUR / 60)
+    f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, server)
+    policy = Policy(actions=REAP, grace_period=600, sightings_required=1)
+    plan = decide([f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9)
+    assert plan.decisions[0].step is None
+    assert "grace" in plan.decisions[0].why
+    old = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - HOUR)
+    f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, old)
+    plan = decide([f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9)
+    assert plan.decisions[0].step is Step.STOP
