@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
@@ -74,9 +75,10 @@ def build_agent(conf: cfg.ConfigOpts, args: argparse.Namespace) -> agent_loop.Ag
     policy = config.policy(conf)
     paths = config.state_paths(conf)
     dry_run = bool(args.dry_run or conf.agent.dry_run)
+    nova = NovaObserver(transport_from_conf(conf))
+    # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     journal = Journal(paths.journal)
-    nova = NovaObserver(transport_from_conf(conf))
     effects: Effects
     if dry_run:
         effects = RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)
@@ -111,7 +113,7 @@ def _require_writable_dir(path: str) -> None:
         raise config.ConfigError(f"quarantine directory {path} is not writable")
 
 
-def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Any:
+def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Callable[[], None]:
     """Start the HTTP endpoint if configured; return what to call after each cycle."""
     if conf.metrics.port:
         metrics.serve(conf.metrics.bind_address, conf.metrics.port)

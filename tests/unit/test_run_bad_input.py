@@ -82,3 +82,13 @@ def test_restore_of_a_uuid_not_in_quarantine_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == cli.EXIT_USAGE
     assert len(err) == 1 and "no restorable quarantine entry" in err[0]
+
+
+def test_missing_nova_credentials_create_no_state(tmp_path, capsys, world):
+    path = tmp_path / "nova-orphans.conf"
+    path.write_text(f"[DEFAULT]\nhost = cmp-1\n[agent]\nstate_dir = {tmp_path / 'state'}\n")
+    code = cli.main(["run", "--once", "--config-file", str(path), "--libvirt-uri", world])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == cli.EXIT_USAGE
+    assert len(err) == 1 and "auth_type" in err[0]
+    assert not (tmp_path / "state").exists()
