@@ -346,3 +346,28 @@ def test_unreachable_libvirt_fails_with_one_line(
     conf = harness.write_cli_config(tmp_path / "h1.conf", host="host1", libvirt_uri=uri)
     done = harness.run_audit(conf, "host1", uri)
     assert_one_line_error(done, "libvirt")
+
+
+def test_many_deleted_guests_are_explained_by_the_hosts_deleted_listing(
+    nova_stack: harness.Nova, nova_orphans_cli: str, tmp_path: pathlib.Path
+) -> None:
+    """Six servers deleted from host2 while host2's libvirt still holds their guests: the
+    audit explains them through one listing of host2's deleted rows (``deleted=1&host=``) and
+    reports each one ``deleted``; a guest Nova never heard of among them stays ``unknown``."""
+    nova = nova_stack
+    gone = [nova.boot("host2")["id"] for _ in range(6)]
+    for uuid in gone:
+        nova.destroy(uuid)
+    for uuid in gone:
+        nova.wait_gone(uuid)
+    never = worlds.random_uuid()
+    uri = worlds.write_world(
+        tmp_path,
+        [nova_domain(u, f"instance-{i:08x}") for i, u in enumerate([*gone, never])],
+        name="host2.xml",
+    )
+    conf = harness.write_cli_config(tmp_path / "host2.conf", host="host2", libvirt_uri=uri)
+    _, found = audit(conf, "host2", uri, expect=(EXIT_FOUND,))
+    assert {found[u]["kind"] for u in gone} == {"deleted"}
+    assert all(found[u]["nova_host"] == "host2" and found[u]["deleted_at"] for u in gone)
+    assert found[never]["kind"] == "unknown"
