@@ -279,11 +279,11 @@ class LiveEffects:
         return os.path.abspath(directory)
 
 
-def open_connection(uri: str) -> libvirt.virConnect:
-    """A read-write connection to ``uri``; ``EffectError`` (one line) when it fails."""
+def open_connection(uri: str, read_only: bool = False) -> libvirt.virConnect:
+    """A connection to ``uri`` (read-write unless asked); ``EffectError`` (one line) on failure."""
     libvirt.registerErrorHandler(hypervisor.ignore_errors, None)
     try:
-        conn = libvirt.open(uri)
+        conn = libvirt.openReadOnly(uri) if read_only else libvirt.open(uri)
     except libvirt.libvirtError as err:
         raise EffectError(
             f"libvirt unreachable at {uri}: {hypervisor.libvirt_reason(err)}"

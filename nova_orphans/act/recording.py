@@ -40,12 +40,7 @@ class RecordingEffects:
         self.calls.append(("domain_xml", (uuid,)))
         if not self._uri:
             return ""
-        libvirt.registerErrorHandler(hypervisor.ignore_errors, None)
-        try:
-            conn = libvirt.openReadOnly(self._uri)
-        except libvirt.libvirtError as err:
-            reason = hypervisor.libvirt_reason(err)
-            raise EffectError(f"libvirt unreachable at {self._uri}: {reason}") from err
+        conn = live.open_connection(self._uri, read_only=True)
         try:
             # NOTE: a read-only connection may not ask for secure fields.
             return str(conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
