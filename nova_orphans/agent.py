@@ -21,7 +21,7 @@ from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.core.decide import Plan, decide
-from nova_orphans.core.model import Domain, Kind, NovaView, Selector
+from nova_orphans.core.model import Domain, NovaView, Selector
 from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, ObserveError
@@ -154,8 +154,7 @@ class Agent:
             self.metrics.cycles_aborted.labels(reason="brake").inc()
             LOG.error("BRAKE: this cycle only reports: %s", plan.brake)
         for d in plan.decisions:
-            LOG.log(
-                logging.WARNING if d.finding.kind is Kind.SPLIT_BRAIN else logging.INFO,
+            LOG.info(
                 "finding uuid=%s kind=%s action=%s dry_run=%s next=%s why=%s reason=%s",
                 d.finding.uuid,
                 d.finding.kind.value,
