@@ -134,7 +134,7 @@ class NovaObserver:
 
     def show(self, uuid: str) -> Server | None:
         """``GET /servers/{uuid}``: the live (or SOFT_DELETED) record, None when 404."""
-        body = self._retry(lambda: _checked(self._transport, f"/servers/{uuid}", missing_ok=True))
+        body = self._get(f"/servers/{uuid}", missing_ok=True)
         if body is None:
             return None
         server = body.get("server") if isinstance(body, dict) else None
@@ -177,8 +177,8 @@ class NovaObserver:
                 return
             marker = str(page[-1].get("uuid") or page[-1].get("id"))
 
-    def _get(self, request: str) -> Any:
-        return self._retry(lambda: _checked(self._transport, request))
+    def _get(self, request: str, missing_ok: bool = False) -> Any:
+        return self._retry(lambda: _checked(self._transport, request, missing_ok))
 
 
 def _require_agreement(uuid: str, record: Server | None, shown: Server | None) -> None:

@@ -52,6 +52,6 @@ class FleetNovaObserver(NovaObserver):
         items = self._paged("/os-migrations", "migrations", {})
         return tuple(parse_migration(item) for item in items)
 
-    def _get(self, request: str) -> Any:
+    def _get(self, request: str, missing_ok: bool = False) -> Any:
         self.requests_made += 1
-        return super()._get(request)
+        return super()._get(request, missing_ok)
