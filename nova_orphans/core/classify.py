@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
+from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector, Server
 
 #: Migration statuses during which the source and destination both legitimately
 #: hold a domain. NOTE: "finished" means a resize/cold migration waits for the
@@ -99,7 +99,7 @@ def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
             return f"task_state {server.task_state}: Nova is working on this server"
         if server.vm_state == RESIZED_VM_STATE:
             return "vm_state RESIZED: the resize awaits confirmation"
-    for migration in _migrations_of(uuid, nova):
+    for migration in nova.migrations_of(uuid):
         if migration.status in MIGRATION_IN_PROGRESS:
             return (
                 f"{migration.migration_type} in progress "
@@ -115,7 +115,7 @@ def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
 def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> str:
     if server.vm_state == SHELVED_OFFLOADED_VM_STATE or server.host is None:
         return "shelved-offloaded: Nova keeps no guest on any host for it"
-    sources = [m for m in _migrations_of(uuid, nova) if m.source_compute == nova.host]
+    sources = [m for m in nova.migrations_of(uuid) if m.source_compute == nova.host]
     if sources:
         latest = max(sources, key=lambda m: m.created_at or "")
         what = LEFTOVER_REASON_BY_MIGRATION_TYPE.get(latest.migration_type, latest.migration_type)
@@ -124,10 +124,6 @@ def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> str:
             f"(migration {latest.status})"
         )
     return f"Nova places this server on {server.host}; this copy is a duplicate"
-
-
-def _migrations_of(uuid: str, nova: NovaView) -> list[Migration]:
-    return [m for m in nova.migrations if m.instance_uuid == uuid]
 
 
 def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:
@@ -145,5 +141,5 @@ def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:
         for uuid, server in nova.servers_here.items()
         if uuid not in present
         and server.vm_state != BUILDING_VM_STATE
-        and not any(m.status in MIGRATION_IN_PROGRESS for m in _migrations_of(uuid, nova))
+        and not any(m.status in MIGRATION_IN_PROGRESS for m in nova.migrations_of(uuid))
     ]

@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import enum
 import fnmatch
+import functools
 
 
 class DomainState(str, enum.Enum):
@@ -148,6 +149,17 @@ class NovaView:
     servers_here: dict[str, Server]
     lookups: dict[str, Server | None]
     migrations: tuple[Migration, ...] = ()
+
+    def migrations_of(self, uuid: str) -> tuple[Migration, ...]:
+        """The migrations of one instance (indexed once: a busy host has thousands)."""
+        return self._migrations_by_uuid.get(uuid, ())
+
+    @functools.cached_property
+    def _migrations_by_uuid(self) -> dict[str, tuple[Migration, ...]]:
+        index: dict[str, list[Migration]] = {}
+        for migration in self.migrations:
+            index.setdefault(migration.instance_uuid, []).append(migration)
+        return {uuid: tuple(found) for uuid, found in index.items()}
 
 
 class Kind(str, enum.Enum):
