@@ -1,4 +1,8 @@
-"""Moving an instance directory into quarantine, and back: every refusal, the happy path."""
+"""Moving an instance directory into quarantine, and back: every refusal, the happy path.
+
+The file half of docs/design.md rule 7: only <instances_path>/<uuid> of a canonical UUID,
+never through a symlink, never across or off a non-local file system, always restorable.
+"""
 
 from __future__ import annotations
 
