@@ -172,8 +172,10 @@ agent_opts = [
     cfg.BoolOpt(
         "allow_shared_storage_reap",
         default=False,
-        help="Also move instance directories that live on shared file systems (NFS, "
-        "CephFS, GlusterFS, Lustre…). Off: they are left and reported.",
+        help="Also move instance directories that are not on a local file system type "
+        "(ext2/3/4, xfs, btrfs, zfs, tmpfs, f2fs, jfs, reiserfs, bcachefs, overlay). Every "
+        "other type (NFS, CephFS, GlusterFS, Lustre, WekaFS, VxFS, FUSE…) counts as shared. "
+        "Off: their files are left in place and reported.",
     ),
     cfg.IntOpt(
         "quarantine_retention_days",

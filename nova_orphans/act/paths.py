@@ -12,13 +12,20 @@ import uuid as uuidlib
 
 DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
 
-#: File systems that may be shared between hosts. NOTE: every FUSE file system
-#: counts as shared as well: we cannot tell a local one from a network one.
-SHARED_FSTYPES = frozenset(
+#: File systems that are local to one host: the only ones whose instance
+#: directories are moved without ``allow_shared_storage_reap``. Every other type
+#: counts as shared, including types we have never heard of (WekaFS, VxFS/CFS,
+#: StorNext, ACFS, any FUSE file system): a wrong "local" moves the files of a
+#: guest another host may run; a wrong "shared" only leaves files in place.
+#: NOTE: overlay is local: its upper layer (where nova-compute creates instance
+#: directories inside a container) must be a file system with xattrs and d_type,
+#: which rules out NFS, and the kernel does not support two hosts writing to one
+#: upper layer. Container deployments that bind-mount /var/lib/nova show the
+#: backing file system's own type here, which is judged on its own.
+LOCAL_FSTYPES = frozenset(
     {
-        "nfs", "nfs4", "ceph", "cephfs", "glusterfs", "lustre", "gpfs", "ocfs2", "gfs2",
-        "beegfs", "cifs", "smb3", "smbfs", "9p", "virtiofs", "afs", "ncpfs", "orangefs",
-        "pvfs2", "panfs", "quobyte", "vzfs", "davfs", "fuse",
+        "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "tmpfs", "f2fs", "jfs", "reiserfs",
+        "bcachefs", "overlay",
     }
 )  # fmt: skip
 
@@ -74,7 +81,10 @@ def first_symlink(path: str) -> str | None:
 
 
 def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) -> str | None:
-    """Why ``path`` may be on storage shared between hosts; None when it is local."""
+    """Why ``path`` may be on storage shared between hosts; None when it is local.
+
+    Local means: the mount holding ``path`` has a type in ``LOCAL_FSTYPES``.
+    """
     real = os.path.realpath(path)
     try:
         with open(mounts_file, encoding="utf-8", errors="replace") as mounts:
@@ -84,8 +94,11 @@ def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) ->
     if found is None:
         return f"cannot tell which file system holds {real} (no mount in {mounts_file})"
     mount_point, fstype = found
-    if fstype in SHARED_FSTYPES or fstype.startswith(("fuse.", "nfs")):
-        return f"{real} is on {fstype} ({mount_point}), shared storage (not allowed)"
+    if fstype not in LOCAL_FSTYPES:
+        return (
+            f"{real} is on {fstype} ({mount_point}), not a local file system type: "
+            "treated as shared storage (allow_shared_storage_reap is off)"
+        )
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector, Server
+from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
 
 #: Migration statuses during which the source and destination both legitimately
 #: hold a domain. NOTE: "finished" means a resize/cold migration waits for the
@@ -29,12 +29,12 @@ MIGRATION_IN_PROGRESS = frozenset(
 )
 MIGRATION_AWAITING_CONFIRM = frozenset({"finished"})
 
-#: What a completed migration whose source is this host tells about a leftover.
-LEFTOVER_REASON_BY_MIGRATION_TYPE = {
-    "live-migration": "live-migration source",
-    "evacuation": "evacuation source",
-    "migration": "cold migration source",
-    "resize": "resize source",
+#: Nova's migration types in the operator's words ("migration" is a cold migration).
+MIGRATION_NAMES = {
+    "live-migration": "live-migration",
+    "evacuation": "evacuation",
+    "migration": "cold migration",
+    "resize": "resize",
 }
 
 SOFT_DELETED_VM_STATE = "soft-delete"
@@ -70,15 +70,17 @@ def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding 
     if server is not None and _managed_here(server, nova.host):
         return None
     if domain.metadata is None:
-        why = domain.metadata_error or "no Nova metadata: created outside Nova"
+        why = "no Nova metadata in the domain XML: treated as made outside Nova"
         if domain.metadata_error:
-            why = f"unreadable Nova metadata ({why}); treated as not Nova's"
+            why = f"unreadable Nova metadata ({domain.metadata_error}); treated as not Nova's"
         return finding(Kind.FOREIGN, why)
     protection = _protection(domain.uuid, server, nova)
     if protection:
         return finding(Kind.PROTECTED, protection)
     if server is None:
-        return finding(Kind.UNKNOWN, "Nova has no record of this server (archived or purged)")
+        # NOTE: archived or purged rows are the usual cause, but a restored database
+        # or another cloud's guest look the same: the reason states only the fact.
+        return finding(Kind.UNKNOWN, "Nova has no record of this server, live or deleted")
     if server.deleted:
         when = server.deleted_at.isoformat() if server.deleted_at else "an unknown time"
         reason = f"Nova deleted the server at {when}; the guest was left behind"
@@ -98,32 +100,55 @@ def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
         if server.task_state:
             return f"task_state {server.task_state}: Nova is working on this server"
         if server.vm_state == RESIZED_VM_STATE:
-            return "vm_state RESIZED: the resize awaits confirmation"
+            return "vm_state RESIZED: a resize or cold migration awaits confirmation"
     for migration in nova.migrations_of(uuid):
         if migration.status in MIGRATION_IN_PROGRESS:
             return (
-                f"{migration.migration_type} in progress "
+                f"{_name(migration)} in progress "
                 f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})"
             )
         if migration.status in MIGRATION_AWAITING_CONFIRM:
             # NOTE: until confirm or revert, either end may be the one Nova keeps.
-            role = "source" if migration.source_compute == nova.host else "destination"
-            return f"{migration.migration_type} awaits confirmation; this host is its {role}"
+            return (
+                f"{_name(migration)} awaits confirmation "
+                f"({migration.source_compute} -> {migration.dest_compute})"
+                + _role(migration, nova.host)
+            )
     return None
 
 
+def _name(migration: Migration) -> str:
+    return MIGRATION_NAMES.get(migration.migration_type, migration.migration_type)
+
+
+def _role(migration: Migration, host: str) -> str:
+    """ "; this host is its source/destination", or nothing when it is neither."""
+    if migration.source_compute == host:
+        return "; this host is its source"
+    if migration.dest_compute == host:
+        return "; this host is its destination"
+    return ""
+
+
 def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> str:
-    if server.vm_state == SHELVED_OFFLOADED_VM_STATE or server.host is None:
+    if server.vm_state == SHELVED_OFFLOADED_VM_STATE:
         return "shelved-offloaded: Nova keeps no guest on any host for it"
-    sources = [m for m in nova.migrations_of(uuid) if m.source_compute == nova.host]
-    if sources:
-        latest = max(sources, key=lambda m: m.created_at or "")
-        what = LEFTOVER_REASON_BY_MIGRATION_TYPE.get(latest.migration_type, latest.migration_type)
+    if server.host is None:
+        # NOTE: e.g. a build that failed after defining the domain: Nova puts the
+        # server in ERROR with no host, and the domain stays behind.
         return (
-            f"{what}: Nova runs this server on {server.host}; this copy is a duplicate "
-            f"(migration {latest.status})"
+            f"Nova places this server on no host (vm_state {server.vm_state}): "
+            "no guest of it should exist on any host"
         )
-    return f"Nova places this server on {server.host}; this copy is a duplicate"
+    touching = [
+        m for m in nova.migrations_of(uuid) if nova.host in (m.source_compute, m.dest_compute)
+    ]
+    where = f"Nova places this server on {server.host}, not here"
+    if not touching:
+        return f"{where}; Nova lists no migration of it touching this host"
+    latest = max(touching, key=lambda m: m.created_at or "")
+    role = "source" if latest.source_compute == nova.host else "destination"
+    return f"{_name(latest)} {role}: {where} (migration {latest.status})"
 
 
 def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:

@@ -163,7 +163,7 @@ class NovaView:
 
 
 class Kind(str, enum.Enum):
-    """Kinds of finding; see DESIGN.md."""
+    """Kinds of finding; see docs/design.md §3."""
 
     SPLIT_BRAIN = "split-brain"
     DELETED = "deleted"

@@ -1,6 +1,6 @@
 """Ground truth: what each guest on the audited host really is, read from the simulation's rows.
 
-Written from DESIGN.md's table of kinds, independently of ``core.classify``: it
+Written from docs/design.md's table of kinds, independently of ``core.classify``: it
 reads the simulated Nova's database rows and the simulated host's domains
 directly, never an observer's answer, so an observer or classifier that goes
 wrong disagrees with it.
@@ -23,7 +23,7 @@ BUSY_MIGRATION = frozenset(
 
 
 class Truth(str, enum.Enum):
-    """What a domain on the audited host is, in DESIGN.md's words."""
+    """What a domain on the audited host is, in docs/design.md's words."""
 
     MANAGED = "managed"  # Nova's live record places it here: not a finding
     PROTECTED = "protected"

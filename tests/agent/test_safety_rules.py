@@ -1,4 +1,4 @@
-"""One test (at least) per safety rule of DESIGN.md, on a simulated host and Nova.
+"""One test (at least) per safety rule of docs/design.md, on a simulated host and Nova.
 
 Each would fail if its rule were broken.
 """

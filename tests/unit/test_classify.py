@@ -82,7 +82,7 @@ CASES = [
         looked_up(None),
         None,
         Kind.UNKNOWN,
-        "archived",
+        "no record",
     ),
     (
         "a guest Nova runs on another host after a live migration is 'misplaced'",
@@ -252,6 +252,181 @@ def test_classify(domains, view, deny, kind, words):
         assert words in findings[0].reason
 
 
+# --- every reason is true: the exact sentence for each condition that produces it --------
+
+shelved = server(host=None, vm_state="shelved_offloaded", status="SHELVED_OFFLOADED")
+failed_build = server(host=None, vm_state="error", status="ERROR")
+
+REASONS = [
+    # (description, domains, nova view, deny list, the exact reason)
+    (
+        "a deny-listed guest is protected because the operator said so",
+        [domain()],
+        looked_up(deleted),
+        Selector(uuids=frozenset({U})),
+        "deny-listed by the operator",
+    ),
+    (
+        "a guest without Nova metadata is said to be treated as made outside Nova",
+        [domain(meta=None)],
+        looked_up(None),
+        None,
+        "no Nova metadata in the domain XML: treated as made outside Nova",
+    ),
+    (
+        "a guest with unreadable metadata says what could not be read",
+        [domain(meta=None, metadata_error="not XML")],
+        looked_up(None),
+        None,
+        "unreadable Nova metadata (not XML); treated as not Nova's",
+    ),
+    (
+        "a SOFT_DELETED server can still be restored",
+        [domain()],
+        looked_up(server(status="SOFT_DELETED", vm_state="soft-delete")),
+        None,
+        "SOFT_DELETED: the server can still be restored",
+    ),
+    (
+        "a server with a task_state names it",
+        [domain()],
+        looked_up(server(host="cmp-2", task_state="resize_prep")),
+        None,
+        "task_state resize_prep: Nova is working on this server",
+    ),
+    (
+        "a RESIZED server may come from a resize or a cold migration",
+        [domain()],
+        looked_up(server(host="cmp-2", vm_state="resized", status="VERIFY_RESIZE")),
+        None,
+        "vm_state RESIZED: a resize or cold migration awaits confirmation",
+    ),
+    (
+        "a cold migration in progress is called a cold migration and shows both ends",
+        [domain()],
+        looked_up(elsewhere, (migration("migrating", "migration"),)),
+        None,
+        "cold migration in progress (cmp-1 -> cmp-2, migrating)",
+    ),
+    (
+        "a resize awaiting confirmation from this host says this host is its source",
+        [domain()],
+        looked_up(elsewhere, (migration("finished", "resize"),)),
+        None,
+        "resize awaits confirmation (cmp-1 -> cmp-2); this host is its source",
+    ),
+    (
+        "a resize awaiting confirmation to this host says this host is its destination",
+        [domain()],
+        looked_up(elsewhere, (migration("finished", "resize", src="cmp-2", dst=HOST),)),
+        None,
+        "resize awaits confirmation (cmp-2 -> cmp-1); this host is its destination",
+    ),
+    (
+        "a resize awaiting confirmation between two other hosts claims no role for this one",
+        [domain()],
+        looked_up(elsewhere, (migration("finished", "resize", src="cmp-2", dst="cmp-3"),)),
+        None,
+        "resize awaits confirmation (cmp-2 -> cmp-3)",
+    ),
+    (
+        "a guest with no Nova record says only that Nova has none",
+        [domain()],
+        looked_up(None),
+        None,
+        "Nova has no record of this server, live or deleted",
+    ),
+    (
+        "a deleted server's guest gives Nova's deletion time",
+        [domain()],
+        looked_up(deleted),
+        None,
+        "Nova deleted the server at 2026-11-01T12:00:00+00:00; the guest was left behind",
+    ),
+    (
+        "a deleted server without a deletion time says the time is unknown",
+        [domain()],
+        looked_up(server(status="DELETED", vm_state="deleted", deleted=True)),
+        None,
+        "Nova deleted the server at an unknown time; the guest was left behind",
+    ),
+    (
+        "a shelved-offloaded server is called shelved-offloaded",
+        [domain()],
+        looked_up(shelved),
+        None,
+        "shelved-offloaded: Nova keeps no guest on any host for it",
+    ),
+    (
+        "an ERROR server on no host (a failed build) is not called shelved-offloaded",
+        [domain()],
+        looked_up(failed_build),
+        None,
+        "Nova places this server on no host (vm_state error): "
+        "no guest of it should exist on any host",
+    ),
+    (
+        "a live-migration source names the host Nova places the server on",
+        [domain()],
+        looked_up(elsewhere, (migration("completed"),)),
+        None,
+        "live-migration source: Nova places this server on cmp-2, not here (migration completed)",
+    ),
+    (
+        "a failed live migration to this host leaves a destination leftover, said so",
+        [domain()],
+        looked_up(elsewhere, (migration("failed", src="cmp-2", dst=HOST),)),
+        None,
+        "live-migration destination: Nova places this server on cmp-2, not here (migration failed)",
+    ),
+    (
+        "of several migrations from this host the latest explains the leftover",
+        [domain()],
+        looked_up(
+            elsewhere,
+            (
+                Migration(U, HOST, "cmp-3", "live-migration", "error", "2026-11-01T09:00:00Z"),
+                Migration(U, HOST, "cmp-2", "evacuation", "done", "2026-11-01T11:00:00Z"),
+            ),
+        ),
+        None,
+        "evacuation source: Nova places this server on cmp-2, not here (migration done)",
+    ),
+    (
+        "a migration between two other hosts is not called this host's",
+        [domain()],
+        looked_up(elsewhere, (migration("completed", src="cmp-2", dst="cmp-3"),)),
+        None,
+        "Nova places this server on cmp-2, not here; "
+        "Nova lists no migration of it touching this host",
+    ),
+    (
+        "a server elsewhere with no migration at all says Nova lists none",
+        [domain()],
+        looked_up(elsewhere),
+        None,
+        "Nova places this server on cmp-2, not here; "
+        "Nova lists no migration of it touching this host",
+    ),
+    (
+        "a server Nova places here without a domain gives its vm_state",
+        [],
+        here(server(vm_state="stopped")),
+        None,
+        "Nova places this server here (vm_state stopped) but libvirt has no such domain",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("domains", "view", "deny", "reason"),
+    [pytest.param(*case[1:], id=case[0]) for case in REASONS],
+)
+def test_reason(domains, view, deny, reason):
+    (finding,) = classify(domains, view, deny)
+    assert finding.reason == reason
+
+
 def test_findings_are_sorted_most_urgent_first():
     other = str(uuidlib.uuid4())
     view = NovaView(HOST, {}, {U: None, other: None})
@@ -330,3 +505,27 @@ def test_managed_or_foreign_guests_are_never_actionable(world):
             and HOST in (m.source_compute, m.dest_compute)
             for m in view.migrations
         ), "a guest in a migration touching this host was classed actionable"
+
+
+@given(worlds())
+def test_every_reason_claims_only_what_nova_said(world):
+    domains, view = world
+    for finding in classify(domains, view):
+        srv, reason = finding.server, finding.reason
+        ends = [
+            (m.source_compute, m.dest_compute)
+            for m in view.migrations
+            if m.instance_uuid == finding.uuid
+        ]
+        if "shelved-offloaded" in reason:
+            assert srv is not None and srv.vm_state == "shelved_offloaded", reason
+        if "Nova deleted the server" in reason:
+            assert srv is not None and srv.deleted, reason
+        if "no record" in reason:
+            assert srv is None, reason
+        if " source:" in reason or "its source" in reason:
+            assert any(src == HOST for src, _ in ends), reason
+        if " destination:" in reason or "its destination" in reason:
+            assert any(dst == HOST for _, dst in ends), reason
+        if "Nova places this server on no host" in reason:
+            assert srv is not None and srv.host is None, reason

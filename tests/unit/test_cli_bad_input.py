@@ -1,4 +1,7 @@
-"""Bad input gives one clear line on stderr, the documented exit code, and changes nothing."""
+"""Bad input gives one clear line on stderr, the documented exit code, and changes nothing.
+
+docs/design.md rule 9.
+"""
 
 from __future__ import annotations
 

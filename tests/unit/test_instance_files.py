@@ -1,4 +1,8 @@
-"""Moving an instance directory into quarantine, and back: every refusal, the happy path."""
+"""Moving an instance directory into quarantine, and back: every refusal, the happy path.
+
+The file half of docs/design.md rule 7: only <instances_path>/<uuid> of a canonical UUID,
+never through a symlink, never across or off a non-local file system, always restorable.
+"""
 
 from __future__ import annotations
 
@@ -126,8 +130,13 @@ REFUSALS = [
     ("files on SMB are shared storage", _mounted("cifs"), "on cifs"),
     ("files on virtiofs are shared storage", _mounted("virtiofs"), "on virtiofs"),
     ("any FUSE file system counts as shared", _mounted("fuse.sshfs"), "on fuse.sshfs"),
+    ("files on WekaFS are shared storage", _mounted("wekafs"), "on wekafs"),
+    ("files on VxFS/CFS are shared storage", _mounted("vxfs"), "on vxfs"),
+    ("files on StorNext are shared storage", _mounted("cvfs"), "on cvfs"),
+    ("files on Oracle ACFS are shared storage", _mounted("acfs"), "on acfs"),
+    ("a file system type nobody listed is shared storage", _mounted("newfs"), "on newfs"),
     ("mountinfo format is understood", _mountinfo_cephfs, "on ceph"),
-    ("unknown file system is not guessed local", _unreadable_mounts, "cannot tell"),
+    ("an unreadable mount table is not guessed local", _unreadable_mounts, "cannot tell"),
 ]
 
 
@@ -196,12 +205,29 @@ def test_instances_path_itself_is_never_a_target(host: Host) -> None:
     assert refusal is not None and "itself" in refusal
 
 
-@pytest.mark.parametrize("fstype", ["nfs4", "ceph", "fuse.glusterfs", "lustre"])
+@pytest.mark.parametrize("fstype", ["nfs4", "ceph", "fuse.glusterfs", "lustre", "wekafs", "newfs"])
 def test_shared_storage_is_moved_when_explicitly_allowed(host: Host, fstype: str) -> None:
     host.instance_dir()
     host.mount(fstype)
     effects = host.effects(allow_shared_storage=True)
     assert effects.move_instance_files(UUID, effects.quarantine_dir(UUID, STAMP)).moved
+
+
+LOCAL_TYPES = [
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "tmpfs", "f2fs", "jfs", "reiserfs",
+    "bcachefs", "overlay",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fstype", LOCAL_TYPES)
+def test_files_on_a_local_file_system_are_moved(host: Host, fstype: str) -> None:
+    host.instance_dir()
+    host.mount(fstype)
+    effects = host.effects()
+    directory = effects.quarantine_dir(UUID, STAMP)
+    result = effects.move_instance_files(UUID, directory)
+    assert result.moved, result.detail
+    assert not (host.instances / UUID).exists()
 
 
 def test_a_local_mount_below_a_shared_one_is_local(host: Host) -> None:

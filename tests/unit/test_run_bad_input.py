@@ -1,4 +1,7 @@
-"""Agent and journal commands refuse bad input: one line, exit 2, nothing changed."""
+"""Agent and journal commands refuse bad input: one line, exit 2, nothing changed.
+
+docs/design.md rule 9.
+"""
 
 from __future__ import annotations
 
