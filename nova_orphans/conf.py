@@ -14,10 +14,11 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
+from oslo_config import cfg, types
 
 from nova_orphans import config_check
 from nova_orphans.config_check import ConfigError as ConfigError
@@ -28,6 +29,22 @@ DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
 NOVA_GROUP = "nova"
+
+
+class UUIDItem(types.String):
+    """One item of a UUID list option (``deny_uuids``, ``allow_uuids``), made canonical."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="UUID")
+
+    def __call__(self, value: Any) -> str:
+        try:
+            return str(uuid.UUID(str(value)))
+        except ValueError:
+            # NOTE: oslo.config's List retries a bad item joined with the next one
+            # ("bad,next") and reports the last try; the first part is the culprit.
+            raise ValueError(f"{str(value).split(',')[0].strip()!r} is not a UUID") from None
+
 
 default_opts = [
     cfg.StrOpt(
@@ -48,6 +65,7 @@ default_opts = [
     ),
     cfg.ListOpt(
         "deny_uuids",
+        item_type=UUIDItem(),
         default=[],
         help="Instance/domain UUIDs that are never treated as orphans (reported as protected).",
     ),
@@ -158,6 +176,7 @@ agent_opts = [
     ),
     cfg.ListOpt(
         "allow_uuids",
+        item_type=UUIDItem(),
         default=[],
         help="When set (with allow_name_patterns), only these guests may be acted on.",
     ),
@@ -354,7 +373,9 @@ def _auth_plugin_opts(files: config_check.ConfigFiles) -> list[cfg.Opt]:
     try:
         return ks_loading.get_auth_plugin_conf_options(name.strip())
     except ks_exc.NoMatchingPlugin:
-        known = difflib.get_close_matches(name, ks_loading.get_available_plugin_names(), n=1)
+        known = difflib.get_close_matches(
+            name, ks_loading.get_available_plugin_names(), n=1, cutoff=config_check.NEAR
+        )
         hint = f"; did you mean {known[0]}?" if known else ""
         raise ConfigError(
             f"{path}: [{section}] auth_type = {name} is not a keystoneauth plugin{hint}"
@@ -393,22 +414,8 @@ def host_settings(
         instances_path=conf.instances_path
         or (nova.instances_path if nova else None)
         or DEFAULT_INSTANCES_PATH,
-        deny=Selector(
-            frozenset(_uuids(conf.deny_uuids, "[DEFAULT] deny_uuids")),
-            tuple(conf.deny_name_patterns),
-        ),
+        deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
     )
-
-
-def _uuids(values: Sequence[str], option: str) -> list[str]:
-    """``values`` as canonical UUIDs; ``option`` names the list in the error."""
-    found = []
-    for value in values:
-        try:
-            found.append(str(uuid.UUID(value.strip())))
-        except ValueError:
-            raise ConfigError(f"{option}: {value.strip()!r} is not a UUID") from None
-    return found
 
 
 def _read_nova_conf(path: str) -> cfg.ConfigOpts:
@@ -436,10 +443,7 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         max_actions_per_cycle=agent.max_actions_per_cycle,
         max_orphan_fraction=agent.max_orphan_fraction,
         brake_min_orphans=agent.brake_min_orphans,
-        allow=Selector(
-            frozenset(_uuids(agent.allow_uuids, "[agent] allow_uuids")),
-            tuple(agent.allow_name_patterns),
-        ),
+        allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
     )
 
 

@@ -162,9 +162,14 @@ def _key_hint(key: str, group: str, groups: Groups) -> str:
     return f"; did you mean {nearest}?" if nearest else ""
 
 
+#: How alike (difflib ratio) a name must be to be offered: typos score 0.8 and more;
+#: "username" and "service_name" score 0.7 and are different options, not a typo.
+NEAR = 0.75
+
+
 def _nearest(word: str, candidates: Mapping[str, str]) -> str | None:
     """The candidate whose key is closest to ``word`` (difflib), or None when none is close."""
-    matches = difflib.get_close_matches(word, list(candidates), n=1)
+    matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=NEAR)
     return candidates[matches[0]] if matches else None
 
 
