@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import os
 import socket
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
+from oslo_config import cfg, types
 
+from nova_orphans import config_check
+from nova_orphans.config_check import ConfigError as ConfigError
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.policy import Action, Policy
 
@@ -24,6 +29,22 @@ DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
 NOVA_GROUP = "nova"
+
+
+class UUIDItem(types.String):
+    """One item of a UUID list option (``deny_uuids``, ``allow_uuids``), made canonical."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="UUID")
+
+    def __call__(self, value: Any) -> str:
+        try:
+            return str(uuid.UUID(str(value)))
+        except ValueError:
+            # NOTE: oslo.config's List retries a bad item joined with the next one
+            # ("bad,next") and reports the last try; the first part is the culprit.
+            raise ValueError(f"{str(value).split(',')[0].strip()!r} is not a UUID") from None
+
 
 default_opts = [
     cfg.StrOpt(
@@ -44,6 +65,7 @@ default_opts = [
     ),
     cfg.ListOpt(
         "deny_uuids",
+        item_type=UUIDItem(),
         default=[],
         help="Instance/domain UUIDs that are never treated as orphans (reported as protected).",
     ),
@@ -154,6 +176,7 @@ agent_opts = [
     ),
     cfg.ListOpt(
         "allow_uuids",
+        item_type=UUIDItem(),
         default=[],
         help="When set (with allow_name_patterns), only these guests may be acted on.",
     ),
@@ -231,18 +254,31 @@ nova_opts = [
 ]
 
 
-def _nova_ksa_opts() -> list[cfg.Opt]:
+#: The keystoneauth plugins whose options the sample config and oslo-config-validator know:
+#: "password" (the README's), its v3 form, application credentials and admin_token cover
+#: every option of the token, v3token, none and http_basic plugins as well.
+DOCUMENTED_AUTH_PLUGINS = ("v3password", "v3applicationcredential", "admin_token", "password")
+
+
+def _nova_ksa_opts(plugins: Sequence[str] = DOCUMENTED_AUTH_PLUGINS) -> list[cfg.Opt]:
     # NOTE: the same set Nova offers for its own [placement] section, so every
     # keystoneauth plugin (password, v3applicationcredential, admin_token…)
-    # works; the plugin's own options are added at load time by auth_type.
+    # works; the configured plugin's own options are added at load time by auth_type.
     return (
         ks_loading.get_session_conf_options()
         + ks_loading.get_auth_common_conf_options()
-        + ks_loading.get_auth_plugin_conf_options("v3password")
-        + ks_loading.get_auth_plugin_conf_options("v3applicationcredential")
-        + ks_loading.get_auth_plugin_conf_options("admin_token")
+        + _plugin_opts(plugins)
         + ks_loading.get_adapter_conf_options(include_deprecated=False)
     )
+
+
+def _plugin_opts(plugins: Sequence[str]) -> list[cfg.Opt]:
+    """The options of ``plugins``, each name once (the first plugin's wording wins)."""
+    opts: dict[str, cfg.Opt] = {}
+    for name in plugins:
+        for opt in ks_loading.get_auth_plugin_conf_options(name):
+            opts.setdefault(opt.dest, opt)
+    return list(opts.values())
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
@@ -272,33 +308,78 @@ def _dedup(opts: list[cfg.Opt]) -> list[cfg.Opt]:
     return list(seen.values())
 
 
+def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
+    """Every group of ours and its options, as a config file names them.
+
+    ``nova_plugin_opts`` are the options of the keystoneauth plugin ``[nova]``
+    uses; they exist only once ``auth_type`` is known.
+    """
+    return {
+        config_check.DEFAULT_GROUP: list(default_opts),
+        "libvirt": list(libvirt_opts),
+        "agent": list(agent_opts),
+        "metrics": list(metrics_opts),
+        "fleet": list(fleet_opts),
+        NOVA_GROUP: [*nova_opts, *_nova_ksa_opts(plugins=()), *nova_plugin_opts],
+    }
+
+
 def register(conf: cfg.ConfigOpts) -> None:
-    """Register every option of this tool on ``conf``."""
-    conf.register_opts(default_opts)
-    conf.register_opts(libvirt_opts, group="libvirt")
-    conf.register_opts(agent_opts, group="agent")
-    conf.register_opts(metrics_opts, group="metrics")
-    conf.register_opts(fleet_opts, group="fleet")
-    conf.register_opts(nova_opts, group=NOVA_GROUP)
-    ks_loading.register_session_conf_options(conf, NOVA_GROUP)
-    ks_loading.register_auth_conf_options(conf, NOVA_GROUP)
-    ks_loading.register_adapter_conf_options(conf, NOVA_GROUP, include_deprecated=False)
+    """Register every option of this tool on ``conf`` (the auth plugin's come with ``load``)."""
+    for group, opts in _groups(()).items():
+        conf.register_opts(opts, group=None if group == config_check.DEFAULT_GROUP else group)
     for name, value in NOVA_DEFAULTS.items():
         conf.set_default(name, value, group=NOVA_GROUP)
 
 
 def load(config_files: Sequence[str]) -> cfg.ConfigOpts:
-    """Parse our config files; raises ``cfg.Error`` (or ``ConfigError``) on bad input."""
+    """Parse our config files strictly (docs/design.md rule 11); raises ``ConfigError``.
+
+    Before anything else runs: every group and key must be ours, every value is
+    read and checked, and so are the settings built from them (the agent's
+    policy, the host settings, the metrics textfile). ``audit``, ``run`` and
+    every other command load their configuration here, so they all accept and
+    refuse the same files.
+    """
     conf = cfg.ConfigOpts()
     register(conf)
     for path in config_files:
         _require_readable(path)
     conf(args=[], project="nova-orphans", default_config_files=list(config_files))
+    files = config_check.ConfigFiles(conf)
+    plugin_opts = _auth_plugin_opts(files)
+    conf.register_opts(plugin_opts, group=NOVA_GROUP)
+    groups = _groups(plugin_opts)
+    files.check_keys(groups)
+    files.check_values(conf, groups)
+    policy(conf)
+    host_settings(conf)
+    if conf.metrics.textfile:
+        where = files.where("metrics", next(o for o in metrics_opts if o.dest == "textfile"))
+        config_check.writable_file(conf.metrics.textfile, where)
     return conf
 
 
-class ConfigError(Exception):
-    """The configuration cannot be used as written."""
+def _auth_plugin_opts(files: config_check.ConfigFiles) -> list[cfg.Opt]:
+    """The options of ``[nova] auth_type``'s plugin; without one, the documented plugins'."""
+    # NOTE: read from the files themselves: asking oslo.config would accept (and
+    # log about) the deprecated name auth_plugin before the key check refuses it.
+    found = files.setting(NOVA_GROUP, "auth_type")
+    if found is None or not found[2].strip():
+        # NOTE: then [nova] cannot reach Nova and the commands that need it say so;
+        # a key of a documented plugin is not a typo, only premature.
+        return _plugin_opts(DOCUMENTED_AUTH_PLUGINS)
+    path, section, name = found
+    try:
+        return ks_loading.get_auth_plugin_conf_options(name.strip())
+    except ks_exc.NoMatchingPlugin:
+        known = difflib.get_close_matches(
+            name, ks_loading.get_available_plugin_names(), n=1, cutoff=config_check.NEAR
+        )
+        hint = f"; did you mean {known[0]}?" if known else ""
+        raise ConfigError(
+            f"{path}: [{section}] auth_type = {name} is not a keystoneauth plugin{hint}"
+        ) from None
 
 
 def _require_readable(path: str) -> None:
@@ -333,15 +414,8 @@ def host_settings(
         instances_path=conf.instances_path
         or (nova.instances_path if nova else None)
         or DEFAULT_INSTANCES_PATH,
-        deny=Selector(frozenset(_uuids(conf.deny_uuids)), tuple(conf.deny_name_patterns)),
+        deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
     )
-
-
-def _uuids(values: Sequence[str]) -> list[str]:
-    try:
-        return [str(uuid.UUID(v.strip())) for v in values]
-    except ValueError as exc:
-        raise ConfigError(f"{values!r} holds a value that is not a UUID") from exc
 
 
 def _read_nova_conf(path: str) -> cfg.ConfigOpts:
@@ -369,7 +443,7 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         max_actions_per_cycle=agent.max_actions_per_cycle,
         max_orphan_fraction=agent.max_orphan_fraction,
         brake_min_orphans=agent.brake_min_orphans,
-        allow=Selector(frozenset(_uuids(agent.allow_uuids)), tuple(agent.allow_name_patterns)),
+        allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
     )
 
 

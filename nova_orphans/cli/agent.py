@@ -43,16 +43,20 @@ def run_agent(args: argparse.Namespace) -> int:
     """Wire the agent from the config, reconcile interrupted steps, then cycle."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     conf = common.load_conf(args)
-    agent = build_agent(conf, args)
+    metrics = Metrics()
+    # NOTE: the port is bound first: one in use is a config error before anything is created.
+    metrics_out = _metrics(conf, metrics)
+    agent = build_agent(conf, args, metrics)
     try:
-        return _run(agent, conf, args.once)
+        return _run(agent, conf, args.once, metrics_out)
     finally:
         agent.effects.close()
         agent.journal.close()
 
 
-def _run(agent: agent_loop.Agent, conf: cfg.ConfigOpts, once: bool) -> int:
-    metrics_out = _metrics(conf, agent.metrics)
+def _run(
+    agent: agent_loop.Agent, conf: cfg.ConfigOpts, once: bool, metrics_out: Callable[[], None]
+) -> int:
     agent.reconcile()
     if once:
         result = agent.cycle()
@@ -69,7 +73,9 @@ def _run(agent: agent_loop.Agent, conf: cfg.ConfigOpts, once: bool) -> int:
     return common.EXIT_OK
 
 
-def build_agent(conf: cfg.ConfigOpts, args: argparse.Namespace) -> agent_loop.Agent:
+def build_agent(
+    conf: cfg.ConfigOpts, args: argparse.Namespace, metrics: Metrics
+) -> agent_loop.Agent:
     """Everything the agent needs, validated before anything runs."""
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
     policy = config.policy(conf)
@@ -101,6 +107,7 @@ def build_agent(conf: cfg.ConfigOpts, args: argparse.Namespace) -> agent_loop.Ag
         deny=settings.deny,
         dry_run=dry_run,
         stop_timeout=float(conf.agent.stop_timeout),
+        metrics=metrics,
     )
 
 
@@ -116,6 +123,12 @@ def _require_writable_dir(path: str) -> None:
 def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Callable[[], None]:
     """Start the HTTP endpoint if configured; return what to call after each cycle."""
     if conf.metrics.port:
-        metrics.serve(conf.metrics.bind_address, conf.metrics.port)
+        address, port = conf.metrics.bind_address, conf.metrics.port
+        try:
+            metrics.serve(address, port)
+        except OSError as exc:
+            raise config.ConfigError(
+                f"[metrics] port {port} on {address}: {exc.strerror or exc}"
+            ) from exc
     textfile = conf.metrics.textfile
     return (lambda: metrics.write_textfile(textfile)) if textfile else (lambda: None)
