@@ -54,11 +54,19 @@ alive() {  # name
 }
 # daemon NAME CMD...: run CMD in its own session (so its children die with it), log to
 # $LOG/NAME.log, record its PID. Never waited on.
+close_inherited_fds() {
+    local fd
+    for fd in $(ls /proc/$BASHPID/fd); do
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+    done
+    return 0
+}
 daemon() {
     local name=$1; shift
     if alive "$name"; then return 0; fi
-    # 9>&-: daemons must not inherit the stack.lock descriptor.
-    setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null 9>&- &
+    # NOTE: a daemon must inherit no descriptor but stdio: one holding a lock file (stack.lock,
+    # or a test session's lock when the stack is started under flock) would keep it forever.
+    (close_inherited_fds; exec setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null) &
     echo $! >"$(pidfile "$name")"
 }
 signal_svc() {  # signal name: signal the service's process group (it runs in its own session)
