@@ -444,6 +444,7 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         max_orphan_fraction=agent.max_orphan_fraction,
         brake_min_orphans=agent.brake_min_orphans,
         allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
+        interval=float(agent.interval),
     )
 
 
@@ -453,12 +454,17 @@ class StatePaths:
 
     journal: str
     quarantine: str
+    #: A dry run's own journal, so that it never advances the live agent's sightings,
+    #: grace or caps (docs/design.md rule 14); ``history`` shows both.
+    dry_run_journal: str
 
 
 def state_paths(conf: cfg.ConfigOpts) -> StatePaths:
     """The journal and quarantine paths, defaulting under ``state_dir``."""
     agent = conf.agent
+    journal = agent.journal_path or os.path.join(agent.state_dir, "journal.sqlite")
     return StatePaths(
-        journal=agent.journal_path or os.path.join(agent.state_dir, "journal.sqlite"),
+        journal=journal,
         quarantine=agent.quarantine_dir or os.path.join(agent.state_dir, "quarantine"),
+        dry_run_journal=f"{journal}.dry-run",
     )

@@ -84,7 +84,9 @@ def build_agent(
     nova = NovaObserver(transport_from_conf(conf))
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
-    journal = Journal(paths.journal)
+    # NOTE: the lock comes before the journal is read or written: a second agent
+    # exits having changed nothing. A dry run keeps its own journal (and lock).
+    journal = Journal(paths.dry_run_journal if dry_run else paths.journal, exclusive=True)
     effects: Effects
     if dry_run:
         effects = RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)

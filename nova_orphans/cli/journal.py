@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import uuid as uuidlib
 from typing import Any
 
@@ -70,9 +71,17 @@ def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]
 
 
 def show_history(args: argparse.Namespace) -> int:
-    """Print intents and outcomes."""
-    journal, _, _ = _journal(args)
+    """Print intents and outcomes, the dry runs' (from their own journal) marked as such."""
+    journal, paths, _ = _journal(args)
     intents = journal.history(args.uuid, args.limit)
+    if os.path.exists(paths.dry_run_journal):
+        dry = Journal(paths.dry_run_journal)
+        try:
+            intents += dry.history(args.uuid, args.limit)
+        finally:
+            dry.close()
+        intents.sort(key=lambda i: datetime.datetime.fromisoformat(i.started_at), reverse=True)
+        del intents[args.limit :]
     if args.format == "json":
         print(json.dumps([dataclasses.asdict(i) for i in intents], indent=2))
         return common.EXIT_OK

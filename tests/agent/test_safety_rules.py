@@ -107,7 +107,7 @@ def test_too_many_orphans_at_once_brakes(tmp_path):
 
 
 def test_a_deleted_guest_inside_grace_is_only_logged(tmp_path):
-    world = SimWorld(tmp_path, grace_period=3600.0)
+    world = SimWorld(tmp_path, grace_period=3600.0, interval=600.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
     for _ in range(5):
@@ -211,7 +211,7 @@ def test_at_most_max_actions_per_cycle(tmp_path):
 
 
 def test_reap_stops_first_and_reaps_only_after_reap_delay(tmp_path):
-    world = SimWorld(tmp_path, reap_delay=3600.0)
+    world = SimWorld(tmp_path, reap_delay=3600.0, interval=1800.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
     world.cycle()
