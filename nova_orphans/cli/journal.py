@@ -13,7 +13,7 @@ from typing import Any
 from nova_orphans import conf as config
 from nova_orphans.act import quarantine
 from nova_orphans.cli import common
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
 
 def register(commands: Any) -> None:
@@ -75,11 +75,7 @@ def show_history(args: argparse.Namespace) -> int:
     journal, paths, _ = _journal(args)
     intents = journal.history(args.uuid, args.limit)
     if os.path.exists(paths.dry_run_journal):
-        dry = Journal(paths.dry_run_journal)
-        try:
-            intents += dry.history(args.uuid, args.limit)
-        finally:
-            dry.close()
+        intents += _dry_run_history(paths.dry_run_journal, args.uuid, args.limit)
         intents.sort(key=lambda i: datetime.datetime.fromisoformat(i.started_at), reverse=True)
         del intents[args.limit :]
     if args.format == "json":
@@ -92,6 +88,15 @@ def show_history(args: argparse.Namespace) -> int:
             f"{i.outcome or 'OPEN'}  {i.detail or ''}"
         )
     return common.EXIT_OK
+
+
+def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
+    """The intents of the dry runs' own journal (they never share the live agent's)."""
+    journal = Journal(path)
+    try:
+        return journal.history(uuid, limit)
+    finally:
+        journal.close()
 
 
 def list_quarantine(args: argparse.Namespace) -> int:

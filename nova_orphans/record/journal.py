@@ -177,9 +177,7 @@ class Journal:
 
     def sightings(self) -> dict[str, Sighting]:
         """Every sighting remembered from the previous cycles."""
-        rows = self._execute(
-            f"SELECT {', '.join(SIGHTINGS_COLUMNS)} FROM sightings"
-        )
+        rows = self._execute(f"SELECT {', '.join(SIGHTINGS_COLUMNS)} FROM sightings")
         return {
             r[0]: Sighting(r[0], Kind(r[1]), _time(r[2]), _time(r[3]), r[4], _time(r[5]), r[6])  # type: ignore[arg-type]
             for r in rows
