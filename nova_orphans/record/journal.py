@@ -109,6 +109,24 @@ def lock_path(journal_path: str) -> str:
     return f"{journal_path}.lock"
 
 
+def refuse_if_held(journal_path: str) -> None:
+    """Raise ``JournalLocked`` naming the agent that holds the journal now; creates nothing.
+
+    NOTE: for checks before the lock can be taken (nothing may be created yet);
+    only taking the lock (``Journal(path, exclusive=True)``) makes a journal ours.
+    """
+    holder = lock.holder(lock_path(journal_path))
+    if holder is not None:
+        raise _locked(journal_path, holder)
+
+
+def _locked(journal_path: str, holder: str) -> JournalLocked:
+    return JournalLocked(
+        f"another 'nova-orphans run' holds the journal {journal_path}: {holder}; "
+        "this one exits and changes nothing"
+    )
+
+
 class Journal:
     """A small, durable record in one SQLite file.
 
@@ -129,10 +147,7 @@ class Journal:
             self._drop_old_sightings()
             self._db.executescript(SCHEMA)
         except lock.Held as exc:
-            raise JournalLocked(
-                f"another 'nova-orphans run' holds the journal {path}: {exc}; "
-                "this one exits and changes nothing"
-            ) from exc
+            raise _locked(path, str(exc)) from exc
         except (OSError, sqlite3.Error) as exc:
             self._unlock()
             raise JournalError(f"cannot open journal {path}: {exc}") from exc

@@ -30,9 +30,9 @@ def acquire(path: str) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
+        holder = _record(fd)
         os.close(fd)
-        raise Held(holder or "a process that has not yet written its pid") from None
+        raise Held(holder) from None
     except OSError:
         os.close(fd)
         raise
@@ -41,6 +41,27 @@ def acquire(path: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, record.encode(), 0)
     return fd
+
+
+def holder(path: str) -> str | None:
+    """Who holds the lock at ``path`` now, or None when nobody does; creates nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _record(fd)
+    finally:
+        os.close(fd)  # gives the shared lock up too
+    return None
+
+
+def _record(fd: int) -> str:
+    """What the holder wrote about itself."""
+    text = os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
+    return text or "a process that has not yet written its pid"
 
 
 def release(fd: int) -> None:

@@ -11,6 +11,7 @@ import argparse
 import datetime
 import pathlib
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,12 +24,13 @@ from nova_orphans.cli import agent as cli_agent
 from nova_orphans.core.policy import Step
 from nova_orphans.demo import world as demo_world
 from nova_orphans.record.journal import Journal, JournalLocked, lock_path
+from nova_orphans.record.metrics import Metrics
 
 DB_OLD = "22222222-2222-4222-8222-222222222222"  # the demo's deleted guest, running
 NOVA_DOWN = "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
 
 
-def config(tmp_path: pathlib.Path, **agent: object) -> pathlib.Path:
+def config(tmp_path: pathlib.Path, metrics: str = "", **agent: object) -> pathlib.Path:
     settings = {
         "state_dir": tmp_path / "state",
         "action_deleted": "stop",
@@ -44,6 +46,7 @@ def config(tmp_path: pathlib.Path, **agent: object) -> pathlib.Path:
         + "".join(f"{k} = {v}\n" for k, v in settings.items())
         + NOVA_DOWN
         + "timeout = 1\n"
+        + metrics
     )
     return path
 
@@ -61,7 +64,7 @@ def one_cycle(conf_path, demo, when, dry_run=False):
     args = argparse.Namespace(
         config_files=[str(conf_path)], host=None, libvirt_uri=demo.libvirt_uri, dry_run=dry_run
     )
-    agent = cli_agent.build_agent(cli.common.load_conf(args), args)
+    agent = cli_agent.build_agent(cli.common.load_conf(args), args, Metrics())
     agent.clock = lambda: when
     try:
         return agent.cycle()
@@ -131,7 +134,13 @@ def _rows(journal: pathlib.Path) -> list[tuple[object, ...]]:
 def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
     tmp_path, world, capsys
 ):
-    conf = config(tmp_path, interval=10, jitter=0)
+    with socket.socket() as probe:  # a free port for the running agent's metrics
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    textfile = tmp_path / "metrics.prom"
+    conf = config(
+        tmp_path, f"[metrics]\nport = {port}\ntextfile = {textfile}\n", interval=10, jitter=0
+    )
     state = tmp_path / "state"
     journal = state / "journal.sqlite"
     seeded = Journal(str(journal))  # what a running agent has seen so far
@@ -149,7 +158,9 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
     try:
         lock = pathlib.Path(lock_path(str(journal)))
         deadline = time.monotonic() + 60
-        while f"pid {running.pid} " not in (lock.read_text() if lock.exists() else ""):
+        while f"pid {running.pid} " not in (lock.read_text() if lock.exists() else "") or (
+            not textfile.exists()
+        ):
             assert running.poll() is None and time.monotonic() < deadline, running.communicate()
             time.sleep(0.1)
         before = (sorted(p.name for p in state.iterdir()), _rows(journal))
@@ -158,13 +169,11 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         assert code == cli.EXIT_USAGE
         assert len(err) == 1 and f"pid {running.pid} on " in err[0] and "since " in err[0], err
         assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
-        # A dry run beside the live agent is not refused: it has its own journal and lock.
-        assert (
-            cli.main(
-                ["run", "--once", "--dry-run", "--config-file", str(conf), "--libvirt-uri", world]
-            )
-            == cli.EXIT_ERROR
-        )  # Nova is down in this test; the point is: not 2
+        # A dry run beside the live agent is not refused: it has its own journal and lock,
+        # and leaves the running agent's metrics port (and textfile) alone. Nova is down in
+        # this test, so it exits 1; the point is: not 2.
+        dry_run = ["run", "--once", "--dry-run", "--config-file", str(conf)]
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
         assert "journal.sqlite.dry-run" in {p.name for p in state.iterdir()}
         assert _rows(journal) == before[1]
         assert running.poll() is None
