@@ -110,7 +110,9 @@ class Agent:
         report = pipeline.audit(hypervisor, self.nova, self.host, now, self.deny)
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
-        sightings = next_sightings(self.journal.sightings(), report.findings, now)
+        sightings = next_sightings(
+            self.journal.sightings(), report.findings, now, self.policy.interval
+        )
         self.journal.replace_sightings(sightings)
         plan = decide(
             report.findings, sightings, self.policy, now, report.nova_guests, report.servers_here

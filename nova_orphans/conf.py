@@ -116,7 +116,14 @@ agent_opts = [
         "only undefines them; their files are never touched.",
     ),
     cfg.IntOpt(
-        "interval", default=600, min=10, help="Seconds between two cycles of 'nova-orphans run'."
+        "interval",
+        default=600,
+        min=10,
+        help="Seconds between two cycles of 'nova-orphans run'. grace_period and reap_delay "
+        "also need the cycles they imply (delay / interval, rounded up), so a wall-clock "
+        "step (NTP) cannot shorten them; a cycle less than half an interval after the "
+        "previous one (an agent restarted in a loop, a clock stepped back) does not count "
+        "as a sighting.",
     ),
     cfg.FloatOpt(
         "jitter",
@@ -130,14 +137,17 @@ agent_opts = [
         "dry_run",
         default=False,
         help="Decide and journal as usual, but change nothing (what would be done is "
-        "logged and journaled with dry_run=true).",
+        "logged and journaled with dry_run=true). A dry run keeps its own journal "
+        "(<journal_path>.dry-run, shown by 'nova-orphans history'), so it may run beside the "
+        "live agent and never advances its sightings, grace or caps.",
     ),
     cfg.IntOpt(
         "grace_period",
         default=3600,
         min=0,
         help="Seconds a finding must exist before any step: for 'deleted' counted from "
-        "Nova's deletion time, for the other kinds from the first sighting.",
+        "Nova's deletion time, for the other kinds from the first sighting. What is left of "
+        "it at the first sighting must also pass in agent cycles (see interval).",
     ),
     cfg.IntOpt(
         "sightings_required",
@@ -149,7 +159,8 @@ agent_opts = [
         "reap_delay",
         default=86400,
         min=0,
-        help="Seconds a guest stays stopped (recoverable in place) before it is reaped.",
+        help="Seconds a guest stays stopped (recoverable in place) before it is reaped; it "
+        "must also be seen stopped in as many cycles as this implies (see interval).",
     ),
     cfg.IntOpt(
         "stop_timeout",
@@ -190,7 +201,11 @@ agent_opts = [
         default="/var/lib/nova-orphans",
         help="Where the journal and the quarantine live by default.",
     ),
-    cfg.StrOpt("journal_path", help="SQLite journal. Default: <state_dir>/journal.sqlite."),
+    cfg.StrOpt(
+        "journal_path",
+        help="SQLite journal. Default: <state_dir>/journal.sqlite. One 'nova-orphans run' "
+        "at a time holds it (lock file <journal_path>.lock); a second one exits with 2.",
+    ),
     cfg.StrOpt("quarantine_dir", help="Quarantine (mode 0700). Default: <state_dir>/quarantine."),
     cfg.BoolOpt(
         "allow_shared_storage_reap",
@@ -444,6 +459,7 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         max_orphan_fraction=agent.max_orphan_fraction,
         brake_min_orphans=agent.brake_min_orphans,
         allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
+        interval=float(agent.interval),
     )
 
 
@@ -453,12 +469,17 @@ class StatePaths:
 
     journal: str
     quarantine: str
+    #: A dry run's own journal, so that it never advances the live agent's sightings,
+    #: grace or caps (docs/design.md rule 14); ``history`` shows both.
+    dry_run_journal: str
 
 
 def state_paths(conf: cfg.ConfigOpts) -> StatePaths:
     """The journal and quarantine paths, defaulting under ``state_dir``."""
     agent = conf.agent
+    journal = agent.journal_path or os.path.join(agent.state_dir, "journal.sqlite")
     return StatePaths(
-        journal=agent.journal_path or os.path.join(agent.state_dir, "journal.sqlite"),
+        journal=journal,
         quarantine=agent.quarantine_dir or os.path.join(agent.state_dir, "quarantine"),
+        dry_run_journal=f"{journal}.dry-run",
     )

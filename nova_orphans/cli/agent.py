@@ -21,7 +21,7 @@ from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import Journal
+from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.metrics import Metrics
 
 
@@ -34,7 +34,8 @@ def register(commands: Any) -> None:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="decide and journal, change nothing (overrides the config)",
+        help="decide and journal (in the dry runs' own journal), change nothing, export no "
+        "metrics (overrides the config)",
     )
     run.set_defaults(handler=run_agent)
 
@@ -43,9 +44,13 @@ def run_agent(args: argparse.Namespace) -> int:
     """Wire the agent from the config, reconcile interrupted steps, then cycle."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     conf = common.load_conf(args)
+    # NOTE: a second agent is named as such, not as the metrics port its twin holds.
+    refuse_if_held(_journal_path(conf, args))
     metrics = Metrics()
     # NOTE: the port is bound first: one in use is a config error before anything is created.
-    metrics_out = _metrics(conf, metrics)
+    # A dry run asked for on the command line (an operator's check, maybe beside the live
+    # agent) exports no metrics: the port and the textfile are the configured agent's.
+    metrics_out = (lambda: None) if args.dry_run else _metrics(conf, metrics)
     agent = build_agent(conf, args, metrics)
     try:
         return _run(agent, conf, args.once, metrics_out)
@@ -80,11 +85,13 @@ def build_agent(
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
     policy = config.policy(conf)
     paths = config.state_paths(conf)
-    dry_run = bool(args.dry_run or conf.agent.dry_run)
+    dry_run = _dry_run(conf, args)
     nova = NovaObserver(transport_from_conf(conf))
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
-    journal = Journal(paths.journal)
+    # NOTE: the lock comes before the journal is read or written: a second agent
+    # exits having changed nothing.
+    journal = Journal(_journal_path(conf, args), exclusive=True)
     effects: Effects
     if dry_run:
         effects = RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)
@@ -109,6 +116,16 @@ def build_agent(
         stop_timeout=float(conf.agent.stop_timeout),
         metrics=metrics,
     )
+
+
+def _dry_run(conf: cfg.ConfigOpts, args: argparse.Namespace) -> bool:
+    return bool(args.dry_run or conf.agent.dry_run)
+
+
+def _journal_path(conf: cfg.ConfigOpts, args: argparse.Namespace) -> str:
+    """The agent's journal; a dry run keeps its own (docs/design.md rule 14)."""
+    paths = config.state_paths(conf)
+    return paths.dry_run_journal if _dry_run(conf, args) else paths.journal
 
 
 def _require_writable_dir(path: str) -> None:

@@ -6,13 +6,14 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
 from nova_orphans.act import quarantine
 from nova_orphans.cli import common
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
 
 def register(commands: Any) -> None:
@@ -70,9 +71,13 @@ def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]
 
 
 def show_history(args: argparse.Namespace) -> int:
-    """Print intents and outcomes."""
-    journal, _, _ = _journal(args)
+    """Print intents and outcomes, the dry runs' (from their own journal) marked as such."""
+    journal, paths, _ = _journal(args)
     intents = journal.history(args.uuid, args.limit)
+    if os.path.exists(paths.dry_run_journal):
+        intents += _dry_run_history(paths.dry_run_journal, args.uuid, args.limit)
+        intents.sort(key=lambda i: datetime.datetime.fromisoformat(i.started_at), reverse=True)
+        del intents[args.limit :]
     if args.format == "json":
         print(json.dumps([dataclasses.asdict(i) for i in intents], indent=2))
         return common.EXIT_OK
@@ -83,6 +88,15 @@ def show_history(args: argparse.Namespace) -> int:
             f"{i.outcome or 'OPEN'}  {i.detail or ''}"
         )
     return common.EXIT_OK
+
+
+def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
+    """The intents of the dry runs' own journal (they never share the live agent's)."""
+    journal = Journal(path)
+    try:
+        return journal.history(uuid, limit)
+    finally:
+        journal.close()
 
 
 def list_quarantine(args: argparse.Namespace) -> int:

@@ -124,11 +124,21 @@ def _decide_one(
         return wait("transient domain: never stopped or reaped")
     if not policy.allow.empty and not policy.allow.covers(domain):
         return wait("not in the allow list")
-    left = _grace_left(finding, sighting, policy, now)
+    start = _grace_start(finding, sighting)
+    left = policy.grace_period - (now - start).total_seconds()
     if left > 0:
         return wait(f"inside grace_period ({left:.0f}s left)")
     if sighting.consecutive < policy.sightings_required:
         return wait(f"seen {sighting.consecutive} of {policy.sightings_required} cycles")
+    # NOTE: only the part of the grace still left at the first sighting needs cycles (a
+    # deleted server's grace may have run, on Nova's clock, before this agent saw it).
+    left_then = policy.grace_period - (sighting.first_seen - start).total_seconds()
+    cycles = policy.cycles_for(min(left_then, policy.grace_period))
+    if sighting.cycles_since_first < cycles:
+        return wait(
+            f"inside grace_period: {sighting.cycles_since_first} of {cycles} cycles "
+            "since first seen (the wall clock alone does not end it)"
+        )
     if domain.job_active:
         return wait("a libvirt job is running on the domain")
     if domain.is_active:
@@ -139,12 +149,17 @@ def _decide_one(
     left = policy.reap_delay - (now - since).total_seconds()
     if left > 0:
         return wait(f"stopped; reap in {left:.0f}s (reap_delay)")
+    cycles = policy.cycles_for(policy.reap_delay)
+    if sighting.inactive_cycles < cycles:
+        return wait(
+            f"stopped; reap after {cycles - sighting.inactive_cycles} more cycles "
+            f"(reap_delay: {cycles} cycles seen stopped)"
+        )
     return Decision(finding, action, Step.REAP, "reap: stopped for reap_delay")
 
 
-def _grace_left(
-    finding: Finding, sighting: Sighting, policy: Policy, now: datetime.datetime
-) -> float:
+def _grace_start(finding: Finding, sighting: Sighting) -> datetime.datetime:
+    """When the finding's grace_period starts running (on the wall clock)."""
     start = sighting.first_seen
     server = finding.server
     if finding.kind is Kind.DELETED and server and server.deleted_at:
@@ -154,4 +169,4 @@ def _grace_left(
         # migration, an evacuation) may still be mid-clean-up on this host; the grace
         # runs from Nova's last change as well as from the first sighting.
         start = max(start, server.updated_at)
-    return policy.grace_period - (now - start).total_seconds()
+    return start

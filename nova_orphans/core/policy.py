@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 
 from nova_orphans.core.model import ACTIONABLE_KINDS, Kind, Selector
@@ -51,6 +52,18 @@ class Policy:
     brake_min_orphans: int = 2
     #: When not empty, only these guests may be acted on.
     allow: Selector = dataclasses.field(default_factory=Selector)
+    #: Seconds between two agent cycles (``[agent] interval``). grace_period and reap_delay
+    #: need as many cycles as they imply as well as the wall-clock delay (docs/design.md
+    #: rule 15), and a sighting less than half of it after the previous one does not count.
+    interval: float = 600.0
+
+    def cycles_for(self, seconds: float) -> int:
+        """The agent cycles a delay of ``seconds`` implies: ceil(seconds / interval), at least 0.
+
+        NOTE: a wall-clock step forward (NTP) makes any delay look passed at once;
+        cycles cannot be skipped that way, so each delay needs both.
+        """
+        return math.ceil(seconds / self.interval) if seconds > 0 else 0
 
     def action_for(self, kind: Kind) -> Action:
         """The configured action for ``kind``; never anything but LOG outside ACTIONABLE_KINDS."""

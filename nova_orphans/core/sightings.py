@@ -17,15 +17,40 @@ class Sighting:
     kind: Kind
     first_seen: datetime.datetime
     last_seen: datetime.datetime
+    #: Sightings that counted (see ``counts``), the first one included.
     consecutive: int
     #: When the guest was first seen not running in this streak (reap_delay counts from here).
     inactive_since: datetime.datetime | None = None
+    #: Sightings that counted since ``inactive_since`` (reap_delay needs as many cycles as it
+    #: implies, as well as the wall-clock delay).
+    inactive_cycles: int = 0
+
+    @property
+    def cycles_since_first(self) -> int:
+        """Counted cycles since the first sighting (grace needs as many as it implies)."""
+        return self.consecutive - 1
+
+
+def counts(before: Sighting, now: datetime.datetime, interval: float) -> bool:
+    """Whether a sighting at ``now`` counts as one more consecutive cycle after ``before``.
+
+    NOTE: only a sighting at least half an ``interval`` after the previous one
+    counts. A crash-looping agent (systemd restarting it every few seconds, each
+    start running a cycle at once), a ``run --once`` repeated by hand, or a wall
+    clock stepped backwards (``now`` before ``last_seen``) would otherwise run
+    through sightings_required, and the cycles grace and reap_delay need, in
+    seconds. Such a sighting keeps the streak, but adds nothing to it.
+    """
+    return (now - before.last_seen).total_seconds() >= interval / 2
 
 
 def next_sightings(
-    previous: Mapping[str, Sighting], findings: Iterable[Finding], now: datetime.datetime
+    previous: Mapping[str, Sighting],
+    findings: Iterable[Finding],
+    now: datetime.datetime,
+    interval: float,
 ) -> dict[str, Sighting]:
-    """The sightings after a cycle that produced ``findings``.
+    """The sightings after a cycle at ``now`` that produced ``findings``.
 
     A finding that changed kind starts over; a finding not seen this cycle is
     forgotten, so "consecutive" really means consecutive.
@@ -36,15 +61,22 @@ def next_sightings(
         if before is not None and before.kind is not finding.kind:
             before = None
         active = finding.domain is not None and finding.domain.is_active
-        inactive_since = (
-            None if active else (before.inactive_since if before and before.inactive_since else now)
-        )
-        result[finding.uuid] = Sighting(
-            uuid=finding.uuid,
-            kind=finding.kind,
-            first_seen=before.first_seen if before else now,
+        if before is None:
+            result[finding.uuid] = Sighting(
+                finding.uuid, finding.kind, now, now, 1, None if active else now
+            )
+            continue
+        step = int(counts(before, now, interval))
+        inactive_since, inactive_cycles = None, 0
+        if not active and before.inactive_since is None:
+            inactive_since = now
+        elif not active:
+            inactive_since, inactive_cycles = before.inactive_since, before.inactive_cycles + step
+        result[finding.uuid] = dataclasses.replace(
+            before,
             last_seen=now,
-            consecutive=before.consecutive + 1 if before else 1,
+            consecutive=before.consecutive + step,
             inactive_since=inactive_since,
+            inactive_cycles=inactive_cycles,
         )
     return result

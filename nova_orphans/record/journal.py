@@ -19,11 +19,13 @@ from typing import Any
 
 from nova_orphans.core.model import Kind
 from nova_orphans.core.sightings import Sighting
+from nova_orphans.record import lock
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sightings (
     uuid TEXT PRIMARY KEY, kind TEXT NOT NULL, first_seen TEXT NOT NULL,
-    last_seen TEXT NOT NULL, consecutive INTEGER NOT NULL, inactive_since TEXT);
+    last_seen TEXT NOT NULL, consecutive INTEGER NOT NULL, inactive_since TEXT,
+    inactive_cycles INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS intents (
     id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, kind TEXT NOT NULL,
     step TEXT NOT NULL, dry_run INTEGER NOT NULL, started_at TEXT NOT NULL,
@@ -35,6 +37,17 @@ CREATE TABLE IF NOT EXISTS quarantine (
     PRIMARY KEY (uuid, reaped_at));
 """
 
+#: The sightings table's columns; a table with others is from an older version (see
+#: ``Journal._drop_old_sightings``).
+SIGHTINGS_COLUMNS = (
+    "uuid",
+    "kind",
+    "first_seen",
+    "last_seen",
+    "consecutive",
+    "inactive_since",
+    "inactive_cycles",
+)
 
 #: How a reap's time names its quarantine directory (and ``QuarantineEntry.reaped_at``).
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -42,6 +55,10 @@ STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 class JournalError(Exception):
     """The journal cannot be opened or written."""
+
+
+class JournalLocked(JournalError):
+    """Another ``nova-orphans run`` holds the journal (docs/design.md rule 14)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,24 +104,75 @@ def _time(value: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromisoformat(value) if value else None
 
 
-class Journal:
-    """A small, durable record in one SQLite file."""
+def lock_path(journal_path: str) -> str:
+    """The lock file of the journal at ``journal_path``: beside it."""
+    return f"{journal_path}.lock"
 
-    def __init__(self, path: str) -> None:
+
+def refuse_if_held(journal_path: str) -> None:
+    """Raise ``JournalLocked`` naming the agent that holds the journal now; creates nothing.
+
+    NOTE: for checks before the lock can be taken (nothing may be created yet);
+    only taking the lock (``Journal(path, exclusive=True)``) makes a journal ours.
+    """
+    holder = lock.holder(lock_path(journal_path))
+    if holder is not None:
+        raise _locked(journal_path, holder)
+
+
+def _locked(journal_path: str, holder: str) -> JournalLocked:
+    return JournalLocked(
+        f"another 'nova-orphans run' holds the journal {journal_path}: {holder}; "
+        "this one exits and changes nothing"
+    )
+
+
+class Journal:
+    """A small, durable record in one SQLite file.
+
+    ``exclusive``: hold the journal's lock while open (the agent does); a second
+    exclusive opener gets ``JournalLocked`` before anything is read or written.
+    """
+
+    def __init__(self, path: str, exclusive: bool = False) -> None:
         self.path = path
+        self._lock: int | None = None
         try:
             pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if exclusive:
+                self._lock = lock.acquire(lock_path(path))
             self._db = sqlite3.connect(path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._drop_old_sightings()
             self._db.executescript(SCHEMA)
+        except lock.Held as exc:
+            raise _locked(path, str(exc)) from exc
         except (OSError, sqlite3.Error) as exc:
+            self._unlock()
             raise JournalError(f"cannot open journal {path}: {exc}") from exc
         os.chmod(path, 0o600)
 
+    def _drop_old_sightings(self) -> None:
+        """Drop a sightings table an older version wrote (other columns).
+
+        NOTE: sightings are a per-cycle cache of what was seen; forgetting them
+        only makes every finding start its grace and sightings afresh (the
+        cautious side). Intents and the quarantine are kept.
+        """
+        columns = tuple(row[1] for row in self._db.execute("PRAGMA table_info(sightings)"))
+        if columns and columns != SIGHTINGS_COLUMNS:
+            self._db.execute("DROP TABLE sightings")
+
     def close(self) -> None:
-        """Close the database."""
+        """Close the database (and give its lock up)."""
         self._db.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            lock.release(self._lock)
+            self._lock = None
 
     def _execute(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         # NOTE: a journal that cannot be written must stop the agent: it may not
@@ -124,11 +192,9 @@ class Journal:
 
     def sightings(self) -> dict[str, Sighting]:
         """Every sighting remembered from the previous cycles."""
-        rows = self._execute(
-            "SELECT uuid, kind, first_seen, last_seen, consecutive, inactive_since FROM sightings"
-        )
+        rows = self._execute(f"SELECT {', '.join(SIGHTINGS_COLUMNS)} FROM sightings")
         return {
-            r[0]: Sighting(r[0], Kind(r[1]), _time(r[2]), _time(r[3]), r[4], _time(r[5]))  # type: ignore[arg-type]
+            r[0]: Sighting(r[0], Kind(r[1]), _time(r[2]), _time(r[3]), r[4], _time(r[5]), r[6])  # type: ignore[arg-type]
             for r in rows
         }
 
@@ -137,7 +203,7 @@ class Journal:
         with self._transaction():
             self._execute("DELETE FROM sightings")
             self._executemany(
-                "INSERT INTO sightings VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO sightings VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         s.uuid,
@@ -146,15 +212,17 @@ class Journal:
                         _iso(s.last_seen),
                         s.consecutive,
                         _iso(s.inactive_since) if s.inactive_since else None,
+                        s.inactive_cycles,
                     )
                     for s in sightings.values()
                 ],
             )
 
     def mark_stopped(self, uuid: str, when: datetime.datetime) -> None:
-        """The agent stopped this guest at ``when``: reap_delay counts from then."""
+        """The agent stopped this guest at ``when``: reap_delay (and its cycles) count from then."""
         self._execute(
-            "UPDATE sightings SET inactive_since = ? WHERE uuid = ? AND inactive_since IS NULL",
+            "UPDATE sightings SET inactive_since = ?, inactive_cycles = 0 "
+            "WHERE uuid = ? AND inactive_since IS NULL",
             (_iso(when), uuid),
         )
 

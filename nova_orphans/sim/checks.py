@@ -191,6 +191,11 @@ class Liveness:
     this guest, a plan that deferred it for ``max_actions_per_cycle``, a step that was
     skipped or failed, or a scan that an injected fault made see it as another kind.
     Every excuse is visible in the cycle's plan, outcomes or error.
+
+    The cycles grace_period and reap_delay also need (docs/design.md rule 15: ⌈G/I⌉
+    cycles from the first sighting, ⌈R/I⌉ cycles seen stopped) end, with cycles every
+    I, at the first cycle at or after the wall-clock delay, so they fit the same budget;
+    the simulation's clock never steps.
     """
 
     def __init__(self, setup: Setup) -> None:

@@ -86,6 +86,7 @@ class Setup:
             max_orphan_fraction=self.max_orphan_fraction,
             brake_min_orphans=self.brake_min_orphans,
             allow=Selector(name_patterns=self.allow_patterns),
+            interval=self.interval,
         )
 
     def deny(self) -> Selector:

@@ -39,6 +39,7 @@ class SimWorld:
             reap_delay=0.0,
             max_actions_per_cycle=100,
             brake_min_orphans=100,
+            interval=60.0,  # what ``cycle`` advances the clock by, unless told otherwise
         )
         fields.update(policy)
         self.agent = Agent(

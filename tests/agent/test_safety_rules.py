@@ -5,6 +5,7 @@ Each would fail if its rule were broken.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pytest
@@ -107,7 +108,7 @@ def test_too_many_orphans_at_once_brakes(tmp_path):
 
 
 def test_a_deleted_guest_inside_grace_is_only_logged(tmp_path):
-    world = SimWorld(tmp_path, grace_period=3600.0)
+    world = SimWorld(tmp_path, grace_period=3600.0, interval=600.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
     for _ in range(5):
@@ -211,7 +212,7 @@ def test_at_most_max_actions_per_cycle(tmp_path):
 
 
 def test_reap_stops_first_and_reaps_only_after_reap_delay(tmp_path):
-    world = SimWorld(tmp_path, reap_delay=3600.0)
+    world = SimWorld(tmp_path, reap_delay=3600.0, interval=1800.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
     world.cycle()
@@ -326,6 +327,74 @@ def test_a_crash_mid_step_is_reconciled_on_restart_and_never_repeated(tmp_path, 
     # The interrupted call was not repeated by reconciliation.
     assert len(world.effects.calls) == calls_before + len(world.effects.calls[calls_before:])
     assert gone not in world.journal.sightings()
+
+
+# --- rule 15: time: the wall-clock delay and the cycles it implies ------------------------
+
+DAY = 86400.0
+
+
+def test_a_wall_clock_step_forward_does_not_end_the_grace(tmp_path):
+    world = SimWorld(tmp_path, interval=600.0, grace_period=3600.0)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    world.cycle(advance=600)  # first seen; 3000 s of grace left: 5 cycles
+    world.cycle(advance=DAY)  # NTP steps the clock a day forward
+    for _ in range(3):
+        world.cycle(advance=600)
+    assert world.touched() == set()
+    (waiting,) = world.cycle(advance=0.0).plan.decisions  # a re-run right after: no count
+    assert waiting.why.startswith("inside grace_period: 4 of 5 cycles"), waiting.why
+    world.cycle(advance=600)
+    assert gone in world.touched()
+
+
+def test_a_wall_clock_step_forward_does_not_end_reap_delay(tmp_path):
+    world = SimWorld(tmp_path, interval=600.0, reap_delay=3600.0)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.DELETED)
+    world.cycle(advance=600)
+    assert world.effects.calls == [("stop", gone)]
+    world.cycle(advance=DAY)  # one cycle seen stopped of the 6 reap_delay implies
+    for _ in range(4):
+        world.cycle(advance=600)
+    assert gone in world.hv.domains  # stopped, still defined, restartable in place
+    world.cycle(advance=600)
+    assert gone not in world.hv.domains and gone in world.hv.quarantine
+
+
+def test_a_wall_clock_stepped_backwards_never_counts_as_a_sighting(tmp_path):
+    world = SimWorld(tmp_path, interval=600.0, sightings_required=3)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.UNKNOWN)
+    world.cycle(advance=600)
+    world.cycle(advance=-3600)  # NTP steps the clock an hour back
+    assert world.journal.sightings()[gone].consecutive == 1
+    world.cycle(advance=60)  # less than half an interval after the last sighting
+    assert world.journal.sightings()[gone].consecutive == 1
+    for _ in range(5):
+        world.cycle(advance=600)
+    # The cycles count again, but no delay ends before the clock is back past the first
+    # sighting: the first sighting is never moved back.
+    assert world.journal.sightings()[gone].consecutive == 6
+    assert world.touched() == set()
+    world.cycle(advance=600)
+    assert gone in world.touched()
+
+
+def test_a_crash_looping_agent_does_not_run_through_the_sightings(tmp_path):
+    world = SimWorld(tmp_path, interval=600.0, sightings_required=3)
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.UNKNOWN)
+    world.cycle(advance=600)
+    for _ in range(40):  # systemd restarts it every 30 s; each start runs a cycle at once
+        world.agent = dataclasses.replace(world.agent)
+        world.cycle(advance=30)
+    assert world.touched() == set()
+    assert world.journal.sightings()[gone].consecutive == 1
+    world.cycle(advance=600)
+    world.cycle(advance=600)
+    assert gone in world.touched()
 
 
 # --- dry run decides exactly what a live run decides --------------------------------------

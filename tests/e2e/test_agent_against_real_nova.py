@@ -5,6 +5,9 @@ Every command is the real console script run as a subprocess with a config file 
 ``tmp_path`` (journal and quarantine there too). The guards are kept small so a test takes
 seconds, but each test shows them holding: a cycle inside ``grace_period`` or short of
 ``sightings_required`` does nothing, a stopped guest is reaped only after ``reap_delay``.
+``interval`` is the smallest allowed (10 s): a cycle counts as a sighting only half an
+interval after the previous one, so a test waits ``AgentCli.until_counted`` before a cycle
+that must count (docs/design.md rule 15).
 
 ``qemu:///system`` is shared: other tests (and lvhost's nova-compute) may define guests there
 at any time. A ``host1`` agent pointed at it would see lvhost's guests as misplaced, so each
@@ -44,6 +47,9 @@ pytestmark = pytest.mark.nova
 
 QEMU = harness.LIBVIRT_URI
 EXIT_OK, EXIT_ERROR, EXIT_FOUND, EXIT_ACTED = 0, 1, 3, 4
+INTERVAL = 10
+#: Past half an interval after the previous cycle's start, with room for start-up jitter.
+COUNTED_AFTER = INTERVAL / 2 + 1.5
 # The tiny guests have no OS: a graceful shutdown never completes, the agent powers them off.
 STOP_TIMEOUT = 2
 
@@ -101,8 +107,15 @@ class AgentCli:
     quarantine_dir: pathlib.Path
     journal: pathlib.Path
     uri: str = QEMU
+    #: ``time.monotonic()`` when the last cycle started.
+    last_start: float = float("-inf")
+
+    def until_counted(self, at_least: float = 0.0) -> None:
+        """Sleep until ``at_least`` (monotonic) and until the next cycle counts as a sighting."""
+        sleep_until(max(at_least, self.last_start + COUNTED_AFTER))
 
     def cycle(self, *extra: str, expect: int | tuple[int, ...]) -> Cycle:
+        self.last_start = time.monotonic()
         done = harness.run_cli(
             "run",
             "--once",
@@ -188,6 +201,7 @@ def write_agent(
         "reap_delay": 0,
         "stop_timeout": STOP_TIMEOUT,
         "max_actions_per_cycle": 1,
+        "interval": INTERVAL,
         "allow_uuids": ",".join(mine),
         "state_dir": state,
         "journal_path": state / "journal.sqlite",
@@ -410,7 +424,7 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
             assert d and d["kind"] == "protected" and word in d["reason"], d
             assert d["next"] == "none", d
 
-        sleep_until(first + grace + 2)
+        agent.until_counted(first + grace + 2)
         cycle = agent.cycle(expect=EXIT_ACTED)
         (step,) = cycle.steps(migrated)
         assert (step["step"], step["outcome"], step["dry_run"]) == ("stop", "done", "False"), step
@@ -423,7 +437,7 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
         assert d and d["next"] == "none" and "reap_delay" in d["why"], d
         assert harness.domain_state(migrated) == "shut off"
 
-        sleep_until(stopped + reap_delay + 1)
+        agent.until_counted(stopped + reap_delay + 1)
         cycle = agent.cycle(expect=EXIT_ACTED)
         (step,) = cycle.steps(migrated)
         assert (step["step"], step["outcome"]) == ("reap", "done"), step
@@ -512,6 +526,7 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
                 raise
             time.sleep(0.5)
 
+    agent.until_counted()
     cycle = agent.cycle(expect=EXIT_ACTED)
     (step,) = cycle.steps(ghost)
     assert (step["step"], step["outcome"]) == ("stop", "done"), step
@@ -701,13 +716,14 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
             cycle = agent.cycle(expect=EXIT_FOUND)
             d = cycle.decision(victim)
             assert d and d["kind"] == kind and d["why"].startswith("inside grace_period"), d
-            sleep_until(grace_from + grace + 2)
+            agent.until_counted(grace_from + grace + 2)
             cycle = agent.cycle(expect=EXIT_FOUND)
             d = cycle.decision(victim)
             assert d and d["why"] == "seen 2 of 3 cycles", d
             assert harness.domain_state(victim) == "running"
             assert len(agent.history(victim)) == earlier
 
+            agent.until_counted()
             cycle = agent.cycle(expect=EXIT_ACTED)
             (step,) = cycle.steps(victim)
             assert (step["step"], step["outcome"]) == ("stop", "done"), step
@@ -719,7 +735,7 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
             cycle = agent.cycle(expect=EXIT_FOUND)
             d = cycle.decision(victim)
             assert d and "reap_delay" in d["why"], d
-            sleep_until(stopped + reap_delay + 1)
+            agent.until_counted(stopped + reap_delay + 1)
             cycle = agent.cycle(expect=EXIT_ACTED)
             (step,) = cycle.steps(victim)
             assert (step["step"], step["outcome"]) == ("reap", "done"), step
@@ -773,9 +789,10 @@ def test_dry_run_changes_nothing_and_decides_exactly_what_the_live_run_then_does
     tmp_path: pathlib.Path,
 ) -> None:
     """On the seed-case-1 world (no grace, one sighting, no reap delay), each live cycle is
-    preceded by a ``run --once --dry-run`` on the same journal: the dry run exits 3, journals
-    its intents as dry_run, changes nothing in libvirt or on disk, and logs the very decision
-    the live cycle right after it logs and carries out (stop, then reap)."""
+    preceded by a ``run --once --dry-run`` (which keeps its own journal): the dry run exits 3,
+    journals its intents as dry_run, changes nothing in libvirt or on disk, and logs the very
+    decision the live cycle right after it logs and carries out (stop, then reap); ``history``
+    shows both."""
     nova = nova_stack
     w = lvhost_world
     victim = w.victims[1]

@@ -29,8 +29,17 @@ def finding(kind=Kind.UNKNOWN, **domain_fields):
     return Finding(U, fields["name"], kind, "why", Domain(uuid=U, **fields), None)
 
 
-def seen(kind=Kind.UNKNOWN, first=NOW - 2 * HOUR, count=5, inactive_since=None):
-    return {U: Sighting(U, kind, first, NOW, count, inactive_since)}
+#: Policy's default interval: an agent cycling every 10 minutes.
+CYCLE = datetime.timedelta(seconds=Policy().interval)
+
+
+def seen(kind=Kind.UNKNOWN, first=NOW - 2 * HOUR, count=None, inactive_since=None, stopped=None):
+    """A sighting; by default with the cycles an agent running every CYCLE has counted."""
+    if count is None:
+        count = 1 + (NOW - first) // CYCLE
+    if stopped is None:
+        stopped = (NOW - inactive_since) // CYCLE if inactive_since else 0
+    return {U: Sighting(U, kind, first, NOW, count, inactive_since, stopped)}
 
 
 REAP = {Kind.DELETED: Action.REAP, Kind.UNKNOWN: Action.REAP, Kind.MISPLACED: Action.REAP}
@@ -100,6 +109,30 @@ CASES = [
         Policy(actions=REAP, sightings_required=3),
         None,
         "seen 2 of 3",
+    ),
+    (
+        "a wall-clock step forward does not end the grace: it needs the cycles too",
+        finding(),
+        seen(first=NOW - 25 * HOUR, count=2),
+        Policy(actions=REAP, grace_period=3600, sightings_required=1),
+        None,
+        "inside grace_period: 1 of 6 cycles",
+    ),
+    (
+        "a wall-clock step forward does not end reap_delay: it needs the cycles too",
+        finding(state=DomainState.SHUTOFF),
+        seen(inactive_since=NOW - 25 * HOUR, stopped=1),
+        Policy(actions=REAP, reap_delay=3600),
+        None,
+        "reap after 5 more cycles",
+    ),
+    (
+        "a stopped guest is reaped once reap_delay and its cycles have passed",
+        finding(state=DomainState.SHUTOFF),
+        seen(inactive_since=NOW - 25 * HOUR, stopped=6),
+        Policy(actions=REAP, reap_delay=3600),
+        Step.REAP,
+        "reap",
     ),
     (
         "a domain with a running libvirt job is left alone",
@@ -183,3 +216,23 @@ def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
     f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, old)
     plan = decide([f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9)
     assert plan.decisions[0].step is Step.STOP
+
+
+def deleted_at(when):
+    from nova_orphans.core.model import Server
+
+    server = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, True, when)
+    return Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
+
+
+@pytest.mark.parametrize(("count", "step"), [(3, None), (12, None), (13, Step.STOP)])
+def test_only_the_grace_left_at_the_first_sighting_of_a_deleted_guest_needs_cycles(count, step):
+    # Deleted 5 h ago, grace 3 h, first seen 4 h ago: 2 h of grace were left then, which
+    # is 12 cycles of 10 minutes. The wall clock says the grace has passed; a step forward
+    # of the clock would say so too, so the cycles decide.
+    policy = Policy(actions=REAP, grace_period=3 * 3600, sightings_required=1)
+    sightings = seen(Kind.DELETED, first=NOW - 4 * HOUR, count=count)
+    plan = decide([deleted_at(NOW - 5 * HOUR)], sightings, policy, NOW, 10, 9)
+    assert plan.decisions[0].step is step
+    if step is None:
+        assert f"{count - 1} of 12 cycles" in plan.decisions[0].why

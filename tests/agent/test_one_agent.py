@@ -1,0 +1,182 @@
+"""docs/design.md rule 14: one live agent per journal, and dry runs never count for it.
+
+The agent here is the real one, wired by ``build_agent`` from a config file, over the
+demo's simulated Nova and its libvirt ``test:///`` world (or, for the lock, the real
+console script in a second process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import pathlib
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nova_orphans import cli
+from nova_orphans.cli import agent as cli_agent
+from nova_orphans.core.policy import Step
+from nova_orphans.demo import world as demo_world
+from nova_orphans.record.journal import Journal, JournalLocked, lock_path
+from nova_orphans.record.metrics import Metrics
+
+DB_OLD = "22222222-2222-4222-8222-222222222222"  # the demo's deleted guest, running
+NOVA_DOWN = "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+
+
+def config(tmp_path: pathlib.Path, metrics: str = "", **agent: object) -> pathlib.Path:
+    settings = {
+        "state_dir": tmp_path / "state",
+        "action_deleted": "stop",
+        "sightings_required": 3,
+        "grace_period": 0,
+        "max_orphan_fraction": 1,
+        "interval": 600,
+        **agent,
+    }
+    path = tmp_path / "nova-orphans.conf"
+    path.write_text(
+        "[DEFAULT]\nhost = compute-1\n[agent]\n"
+        + "".join(f"{k} = {v}\n" for k, v in settings.items())
+        + NOVA_DOWN
+        + "timeout = 1\n"
+        + metrics
+    )
+    return path
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    """The demo cloud; the agent's Nova is its simulated Nova."""
+    cloud = demo_world.build(tmp_path / "world")
+    monkeypatch.setattr(cli_agent, "transport_from_conf", lambda conf: cloud.nova)
+    return cloud
+
+
+def one_cycle(conf_path, demo, when, dry_run=False):
+    """Start an agent as ``run --once [--dry-run]`` would, run one cycle at ``when``, stop it."""
+    args = argparse.Namespace(
+        config_files=[str(conf_path)], host=None, libvirt_uri=demo.libvirt_uri, dry_run=dry_run
+    )
+    agent = cli_agent.build_agent(cli.common.load_conf(args), args, Metrics())
+    agent.clock = lambda: when
+    try:
+        return agent.cycle()
+    finally:
+        agent.effects.close()
+        agent.journal.close()
+
+
+def decision(result, uuid):
+    (d,) = [d for d in result.plan.decisions if d.finding.uuid == uuid]
+    return d
+
+
+def test_dry_runs_beside_the_live_agent_never_advance_its_sightings(tmp_path, demo, capsys):
+    conf = config(tmp_path)
+    cycle = datetime.timedelta(seconds=600)
+    for n in range(3):
+        dry = one_cycle(conf, demo, demo.now + n * cycle, dry_run=True)
+    # The dry runs, on their own, decide as a live agent would: the third sighting stops it.
+    assert decision(dry, DB_OLD).step is Step.STOP
+    assert [(o.uuid, o.outcome, o.dry_run) for o in dry.outcomes] == [(DB_OLD, "done", True)]
+    # The live agent's first cycle is its first sighting, whatever the dry runs saw.
+    live = one_cycle(conf, demo, demo.now + 3 * cycle)
+    assert decision(live, DB_OLD).step is None
+    assert decision(live, DB_OLD).why == "seen 1 of 3 cycles"
+    assert live.outcomes == ()
+    state = tmp_path / "state"
+    assert Journal(str(state / "journal.sqlite")).history() == []
+    # ``history`` shows the dry run's intent, marked as such.
+    assert cli.main(["history", "--config-file", str(conf)]) == cli.EXIT_OK
+    (line,) = capsys.readouterr().out.splitlines()
+    assert DB_OLD in line and "stop (dry run)" in line and "done" in line
+
+
+def test_dry_run_from_the_config_also_keeps_its_own_journal(tmp_path, demo):
+    conf = config(tmp_path, dry_run="true", sightings_required=1)
+    result = one_cycle(conf, demo, demo.now)
+    assert [o.dry_run for o in result.outcomes] == [True]
+    state = tmp_path / "state"
+    assert Journal(str(state / "journal.sqlite.dry-run")).sightings()
+    assert Journal(str(state / "journal.sqlite")).sightings() == {}
+
+
+def test_a_second_agent_on_the_same_journal_is_refused_before_it_reads_anything(tmp_path):
+    path = str(tmp_path / "journal.sqlite")
+    first = Journal(path, exclusive=True)
+    with pytest.raises(JournalLocked) as refused:
+        Journal(path, exclusive=True)
+    assert "pid " in str(refused.value) and "since " in str(refused.value)
+    # Readers (history, quarantine list) are not agents: they still open it.
+    Journal(path).close()
+    first.close()
+    Journal(path, exclusive=True).close()  # the lock went with the first agent
+
+
+def _rows(journal: pathlib.Path) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+    try:
+        return (
+            db.execute("SELECT * FROM sightings").fetchall()
+            + db.execute("SELECT * FROM intents").fetchall()
+        )
+    finally:
+        db.close()
+
+
+def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
+    tmp_path, world, capsys
+):
+    with socket.socket() as probe:  # a free port for the running agent's metrics
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    textfile = tmp_path / "metrics.prom"
+    conf = config(
+        tmp_path, f"[metrics]\nport = {port}\ntextfile = {textfile}\n", interval=10, jitter=0
+    )
+    state = tmp_path / "state"
+    journal = state / "journal.sqlite"
+    seeded = Journal(str(journal))  # what a running agent has seen so far
+    seeded._execute(
+        "INSERT INTO sightings VALUES (?, 'deleted', '2026-01-01T00:00:00+00:00', "
+        "'2026-01-01T00:10:00+00:00', 2, NULL, 0)",
+        (DB_OLD,),
+    )
+    seeded.close()
+    running = subprocess.Popen(
+        [sys.executable, "-m", "nova_orphans.cli", "run", "--config-file", str(conf),
+         "--libvirt-uri", world],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        lock = pathlib.Path(lock_path(str(journal)))
+        deadline = time.monotonic() + 60
+        while f"pid {running.pid} " not in (lock.read_text() if lock.exists() else "") or (
+            not textfile.exists()
+        ):
+            assert running.poll() is None and time.monotonic() < deadline, running.communicate()
+            time.sleep(0.1)
+        before = (sorted(p.name for p in state.iterdir()), _rows(journal))
+        code = cli.main(["run", "--once", "--config-file", str(conf), "--libvirt-uri", world])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == cli.EXIT_USAGE
+        assert len(err) == 1 and f"pid {running.pid} on " in err[0] and "since " in err[0], err
+        assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
+        # A dry run beside the live agent is not refused: it has its own journal and lock,
+        # and leaves the running agent's metrics port (and textfile) alone. Nova is down in
+        # this test, so it exits 1; the point is: not 2.
+        dry_run = ["run", "--once", "--dry-run", "--config-file", str(conf)]
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
+        assert "journal.sqlite.dry-run" in {p.name for p in state.iterdir()}
+        assert _rows(journal) == before[1]
+        assert running.poll() is None
+    finally:
+        running.send_signal(signal.SIGTERM)
+        running.communicate(timeout=30)
