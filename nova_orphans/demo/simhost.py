@@ -84,8 +84,11 @@ class SimulatedHost:
     # --- the observer's interface --------------------------------------------------------
 
     def identity(self) -> LibvirtIdentity:
-        """What this libvirt says it is, like ``LibvirtObserver.identity``."""
-        self._read("identity")
+        """What this libvirt says it is, like ``LibvirtObserver.identity``.
+
+        NOTE: not a domain read: ``before_read`` faults and world changes keep
+        counting the domain reads of a cycle only.
+        """
         return LibvirtIdentity(f"sim://{self.hostname}", self.hostname, self.hypervisor_type)
 
     def list_domains(self) -> tuple[Domain, ...]:
