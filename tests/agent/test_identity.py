@@ -116,7 +116,7 @@ def test_a_non_libvirt_node_is_never_a_silent_pass(tmp_path):
     assert result.report is not None
     assert result.report.identity.state.value == "unproven"
     assert result.plan is not None and (result.plan.brake or "").startswith("identity not proven")
-    assert "libvirt's test driver" in result.report.identity.reason
+    assert "its 'fake' driver: no hypervisor to compare" in result.report.identity.reason
     assert world.touched() == set()
     assert world.journal.sightings() == {}
     assert sample(world, "nova_orphans_identity_verified") == 0

@@ -42,7 +42,7 @@ CASES = [
     (
         "a config naming a fake host on a libvirt Nova knows as another host's is a mismatch",
         "host1", [HOST1, LVHOST], QEMU, NO_ID,
-        State.MISMATCH, {Check.LIBVIRT_OWNER: Outcome.FAILED, Check.TYPE: Outcome.FAILED},
+        State.MISMATCH, {Check.LIBVIRT_OWNER: Outcome.FAILED, Check.TYPE: Outcome.SKIPPED},
     ),
     (
         "a host whose node is another machine's libvirt is a mismatch on the hostname",
@@ -83,8 +83,18 @@ CASES = [
         State.VERIFIED, {Check.HOSTNAME: Outcome.SKIPPED, Check.COMPUTE_ID: Outcome.PASSED},
     ),
     (
-        "a fake node read through a real libvirt is a mismatch on the type",
+        "a fake node played by a libvirt no other host claims is verified by its compute_id",
         "host1", [HOST1], OTHER_QEMU, cid(H1_UUID),
+        State.VERIFIED, {Check.TYPE: Outcome.SKIPPED, Check.COMPUTE_ID: Outcome.PASSED},
+    ),
+    (
+        "a fake node played by a libvirt no other host claims, without compute_id, is unproven",
+        "host1", [HOST1], OTHER_QEMU, NO_ID,
+        State.UNPROVEN, {Check.LIBVIRT_OWNER: Outcome.PASSED, Check.TYPE: Outcome.SKIPPED},
+    ),
+    (
+        "a non-libvirt node other than Nova's fake driver is a mismatch on the type",
+        "bm-1", [NovaNode(H1_UUID, "bm-1", "ironic", "bm-1")], OTHER_QEMU, cid(H1_UUID),
         State.MISMATCH, {Check.TYPE: Outcome.FAILED, Check.COMPUTE_ID: Outcome.PASSED},
     ),
     (
@@ -124,7 +134,7 @@ def test_a_mismatch_names_both_identities_on_one_line():
 def test_skipped_checks_say_why():
     verdict = verify("host1", [HOST1], TEST, NO_ID)
     skipped = {r.check: r.detail for r in verdict.with_outcome(Outcome.SKIPPED)}
-    assert "libvirt's test driver" in skipped[Check.HOSTNAME]
+    assert "Nova's node is its 'fake' driver" in skipped[Check.HOSTNAME]
     assert skipped[Check.COMPUTE_ID] == NO_ID.absent
     assert "no check tied them" in verdict.reason
     assert not verdict.verified
