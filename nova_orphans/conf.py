@@ -57,7 +57,8 @@ default_opts = [
     cfg.StrOpt(
         "nova_config_file",
         help="Path of this host's nova.conf. When set, host, instances_path and the libvirt "
-        "connection URI default to nova-compute's own values.",
+        "connection URI default to nova-compute's own values, and nova-compute's compute_id "
+        "(next to it, or under its state_path) must name Nova's node of the host.",
     ),
     cfg.StrOpt(
         "instances_path",
