@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pathlib
 
-import libvirt
 import pytest
 
 from nova_orphans import cli
@@ -27,11 +26,8 @@ def cloud(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
         tmp_path,
         [worlds.node_domain(uuid=uuid, name="instance-00000001", metadata=worlds.nova_metadata())],
     )
-    conn = libvirt.openReadOnly(uri)
-    hostname, hypervisor_type = conn.getHostname(), conn.getType()
-    conn.close()
     nova = SimulatedNova()
-    nova.add_compute("cmp-1", node=hostname, hypervisor_type=hypervisor_type)
+    nova.add_compute("cmp-1", **worlds.test_driver_node())
     nova.add_compute("cmp-2", node="cmp-2.example.org")
     nova.boot("cmp-1", "healthy", uuid)
     nova.boot("cmp-2", "elsewhere")
