@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from typing import Any
 
@@ -43,6 +44,8 @@ def identity_record(verdict: Verdict) -> dict[str, Any]:
     return {
         "state": verdict.state.value,
         "reason": verdict.reason,
+        "libvirt": dataclasses.asdict(verdict.libvirt) if verdict.libvirt else None,
+        "nova_nodes": [dataclasses.asdict(n) for n in verdict.nodes],
         "checks": [
             {"check": r.check.value, "outcome": r.outcome.value, "detail": r.detail}
             for r in verdict.results

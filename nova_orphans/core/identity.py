@@ -120,15 +120,14 @@ class Verdict:
     state: State
     results: tuple[CheckResult, ...]
     reason: str
+    #: What was compared: the libvirt read (its host UUID included) and Nova's node(s) of host.
+    libvirt: LibvirtIdentity | None = None
+    nodes: tuple[NovaNode, ...] = ()
 
     @property
     def verified(self) -> bool:
         """True only when a positive check passed and none failed."""
         return self.state is State.VERIFIED
-
-    def with_outcome(self, outcome: Outcome) -> tuple[CheckResult, ...]:
-        """The checks that ended with ``outcome``."""
-        return tuple(r for r in self.results if r.outcome is outcome)
 
 
 def verify(
@@ -147,7 +146,8 @@ def verify(
     results = [_node_check(host, mine), _owner_check(libvirt, owners)]
     results += _libvirt_checks(mine, libvirt)
     results.append(_compute_id_check(host, mine, compute_id))
-    return _verdict(host, mine, owners, libvirt, tuple(results))
+    verdict = _verdict(host, mine, owners, libvirt, tuple(results))
+    return dataclasses.replace(verdict, libvirt=libvirt, nodes=tuple(mine))
 
 
 def _node_check(host: str, mine: list[NovaNode]) -> CheckResult:

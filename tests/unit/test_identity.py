@@ -124,6 +124,7 @@ def test_verdict(host, nodes, libvirt, compute_id, state, outcomes):
 
 def test_a_mismatch_names_both_identities_on_one_line():
     verdict = verify("host1", [HOST1, LVHOST], QEMU, NO_ID)
+    assert (verdict.libvirt, verdict.nodes) == (QEMU, (HOST1,))
     assert verdict.reason.startswith(
         "identity mismatch: Nova's host 'host1' is node 'host1' (fake) but libvirt "
         "qemu:///system is 'cmp17.example.org' (QEMU), which Nova knows as the node of "
@@ -133,7 +134,7 @@ def test_a_mismatch_names_both_identities_on_one_line():
 
 def test_skipped_checks_say_why():
     verdict = verify("host1", [HOST1], TEST, NO_ID)
-    skipped = {r.check: r.detail for r in verdict.with_outcome(Outcome.SKIPPED)}
+    skipped = {r.check: r.detail for r in verdict.results if r.outcome is Outcome.SKIPPED}
     assert "Nova's node is its 'fake' driver" in skipped[Check.HOSTNAME]
     assert skipped[Check.COMPUTE_ID] == NO_ID.absent
     assert "no check tied them" in verdict.reason
