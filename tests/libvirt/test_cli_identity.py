@@ -67,3 +67,23 @@ def test_audit_of_the_right_host_says_which_checks_passed(cloud, capsys):
     assert "identity verified: Nova's host 'cmp-1'" in out
     assert "passed: hostname, type; skipped: compute-id" in out
     assert uuid not in out
+
+
+def test_audit_of_a_fake_driver_host_reports_under_one_warning_line(tmp_path, capsys, monkeypatch):
+    """Nova's fake driver has no hypervisor to compare and no compute_id is configured:
+    nothing proves the view, so the report comes under a warning (never a silent pass)."""
+    uri = worlds.write_world(tmp_path, [])
+    nova = SimulatedNova()
+    nova.add_compute("fake-1", hypervisor_type="fake")
+    monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)
+    config = tmp_path / "c.conf"
+    config.write_text("[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n")
+    argv = ["audit", "--config-file", str(config), "--host", "fake-1", "--libvirt-uri", uri]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("nova-orphans: warning: identity not proven: Nova's host 'fake-1'")
+    assert "its 'fake' driver: no hypervisor to compare" in line
+    assert "compute-id: nova_config_file not set" in line
+    assert "host fake-1 at " in out
