@@ -37,6 +37,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+import libvirt
+
 from benchmarks import bench_libvirt_observer
 from nova_orphans import pipeline
 from nova_orphans.demo.simnova import SimulatedNova
@@ -85,6 +87,11 @@ def domain_uuid(n: int) -> str:
 def build_nova(size: int, background: int, host: str = HOST, start: int = 1) -> SimulatedNova:
     """Nova with ``size`` servers on ``host`` (2 % orphaned) and ``background`` elsewhere."""
     nova = SimulatedNova()
+    # NOTE: Nova's node of the audited host is what Nova's libvirt driver would report for
+    # the benchmark's libvirt (the test driver): its hostname and type.
+    conn = libvirt.openReadOnly("test:///default")
+    nova.add_compute(host, node=conn.getHostname(), hypervisor_type=conn.getType())
+    conn.close()
     populate(nova, host, size, start)
     for i in range(background):
         nova.boot(f"other-{i % OTHER_HOSTS}", uuid=str(uuidlib.UUID(int=(1 << 64) + i)))

@@ -21,10 +21,11 @@ from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.core.decide import Plan, decide
+from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Domain, NovaView, Selector
 from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import next_sightings
-from nova_orphans.observe.errors import HypervisorError, ObserveError
+from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
 from nova_orphans.record.metrics import Metrics
@@ -83,6 +84,8 @@ class Agent:
     policy: Policy
     quarantine_root: str
     instances_path: str = "/var/lib/nova/instances"
+    #: Where nova-compute keeps its compute_id (nova.conf's directory, state_path).
+    compute_id_dirs: tuple[str, ...] = ()
     #: Days a quarantine entry is kept before the agent purges it; 0 keeps it forever.
     retention_days: int = 0
     deny: Selector = dataclasses.field(default_factory=Selector)
@@ -97,6 +100,11 @@ class Agent:
         try:
             with self.open_hypervisor() as hypervisor:
                 result = self._cycle(hypervisor, should_stop)
+        except IdentityMismatch as exc:
+            self.metrics.identity_verified.set(0)
+            self.metrics.cycles_aborted.labels(reason="identity").inc()
+            LOG.error("IDENTITY: cycle aborted, nothing was done: %s", exc)
+            result = CycleResult(error=str(exc))
         except ObserveError as exc:
             reason = "libvirt" if isinstance(exc, HypervisorError) else "nova"
             self.metrics.cycles_aborted.labels(reason=reason).inc()
@@ -107,15 +115,27 @@ class Agent:
 
     def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
         now = self.clock()
-        report = pipeline.audit(hypervisor, self.nova, self.host, now, self.deny)
+        report = pipeline.audit(
+            hypervisor, self.nova, self.host, now, self.deny, self.compute_id_dirs
+        )
+        self._log_identity(report.identity)
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
         sightings = next_sightings(
             self.journal.sightings(), report.findings, now, self.policy.interval
         )
-        self.journal.replace_sightings(sightings)
+        if report.identity.verified:
+            # NOTE: a view not proven to be this host's must not count towards
+            # sightings_required: the cycle after the proof would act on it at once.
+            self.journal.replace_sightings(sightings)
         plan = decide(
-            report.findings, sightings, self.policy, now, report.nova_guests, report.servers_here
+            report.findings,
+            sightings,
+            self.policy,
+            now,
+            report.nova_guests,
+            report.servers_here,
+            identity=report.identity,
         )
         self._log_plan(plan)
         actuator = Actuator(
@@ -150,6 +170,13 @@ class Agent:
                     continue
                 self.journal.close_quarantine(entry, "purged_at", now)
                 LOG.info("quarantine purged uuid=%s: %s", entry.uuid, detail)
+
+    def _log_identity(self, verdict: Verdict) -> None:
+        self.metrics.identity_verified.set(1 if verdict.verified else 0)
+        if verdict.verified:
+            LOG.info("%s", verdict.reason)
+        else:
+            LOG.error("IDENTITY: nothing will be done this cycle: %s", verdict.reason)
 
     def _log_plan(self, plan: Plan) -> None:
         if plan.brake:

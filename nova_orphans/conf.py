@@ -28,6 +28,8 @@ from nova_orphans.core.policy import Action, Policy
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
+#: nova.conf's state_path as distributions install it (where nova-compute writes compute_id).
+DEFAULT_NOVA_STATE_PATH = "/var/lib/nova"
 NOVA_GROUP = "nova"
 
 
@@ -55,7 +57,8 @@ default_opts = [
     cfg.StrOpt(
         "nova_config_file",
         help="Path of this host's nova.conf. When set, host, instances_path and the libvirt "
-        "connection URI default to nova-compute's own values.",
+        "connection URI default to nova-compute's own values, and nova-compute's compute_id "
+        "(next to it, or under its state_path) must name Nova's node of the host.",
     ),
     cfg.StrOpt(
         "instances_path",
@@ -413,6 +416,9 @@ class HostSettings:
     libvirt_uri: str
     instances_path: str
     deny: Selector
+    #: Where nova-compute keeps its ``compute_id`` (nova.conf's directory and state_path);
+    #: empty without ``nova_config_file``.
+    compute_id_dirs: tuple[str, ...] = ()
 
 
 def host_settings(
@@ -430,6 +436,9 @@ def host_settings(
         or (nova.instances_path if nova else None)
         or DEFAULT_INSTANCES_PATH,
         deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
+        compute_id_dirs=(os.path.dirname(os.path.abspath(conf.nova_config_file)), nova.state_path)
+        if nova
+        else (),
     )
 
 
@@ -437,7 +446,13 @@ def _read_nova_conf(path: str) -> cfg.ConfigOpts:
     """Read only the few nova-compute options we share; everything else in nova.conf is ignored."""
     _require_readable(path)
     nova = cfg.ConfigOpts()
-    nova.register_opts([cfg.StrOpt("host"), cfg.StrOpt("instances_path")])
+    nova.register_opts(
+        [
+            cfg.StrOpt("host"),
+            cfg.StrOpt("instances_path"),
+            cfg.StrOpt("state_path", default=DEFAULT_NOVA_STATE_PATH),
+        ]
+    )
     nova.register_opts([cfg.StrOpt("connection_uri")], group="libvirt")
     nova(args=[], project="nova", default_config_files=[path])
     return nova

@@ -1,4 +1,4 @@
-"""The audit half of the pipeline: observe libvirt, observe Nova, classify."""
+"""The audit half of the pipeline: establish identity, observe libvirt and Nova, classify."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import datetime
 from collections.abc import Sequence
 from typing import Protocol
 
+from nova_orphans.core import identity
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
+from nova_orphans.observe import nova_nodes
+from nova_orphans.observe.errors import IdentityMismatch
 from nova_orphans.observe.nova import NovaObserver
 
 
@@ -18,6 +21,9 @@ class Hypervisor(Protocol):
     def list_domains(self) -> Sequence[Domain]:
         """Every domain on the host, active and inactive."""
 
+    def identity(self) -> identity.LibvirtIdentity:
+        """What the libvirt connection says it is (hostname, type, host UUID)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class AuditReport:
@@ -26,6 +32,8 @@ class AuditReport:
     host: str
     checked_at: datetime.datetime
     findings: list[Finding]
+    #: Whether the libvirt read is the hypervisor Nova calls ``host`` (never a mismatch here).
+    identity: identity.Verdict
     #: Domains carrying Nova metadata, and live servers Nova places here (for the brake).
     nova_guests: int = 0
     servers_here: int = 0
@@ -40,20 +48,39 @@ class AuditReport:
         return sum(1 for f in self.findings if f.kind is kind)
 
 
+def check_identity(
+    hypervisor: Hypervisor, nova: NovaObserver, host: str, compute_id_dirs: Sequence[str]
+) -> identity.Verdict:
+    """Compare Nova's node(s) of ``host`` with the libvirt read and the local compute_id.
+
+    Raises ``IdentityMismatch`` (one line naming both identities) on a mismatch;
+    returns the verdict otherwise (verified, or unproven: the caller says so).
+    """
+    libvirt = hypervisor.identity()
+    nodes = nova_nodes.nodes_for(nova, host, libvirt.hostname)
+    verdict = identity.verify(host, nodes, libvirt, nova_nodes.read_compute_id(compute_id_dirs))
+    if verdict.state is identity.State.MISMATCH:
+        raise IdentityMismatch(reason=verdict.reason)
+    return verdict
+
+
 def audit(
     hypervisor: Hypervisor,
     nova: NovaObserver,
     host: str,
     now: datetime.datetime,
     deny: Selector | None = None,
+    compute_id_dirs: Sequence[str] = (),
 ) -> AuditReport:
-    """Observe the host's domains and Nova's view of it, and classify; changes nothing.
+    """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
-    libvirt is read first so that Nova's answer is never older than the domains
-    it is compared with.
+    Changes nothing. NOTE: identity comes first: a view of the wrong host is
+    never classified (docs/design.md rule 10). libvirt is read before Nova so
+    that Nova's answer is never older than the domains it is compared with.
     """
+    verdict = check_identity(hypervisor, nova, host, compute_id_dirs)
     domains = hypervisor.list_domains()
     view = nova.observe(host, (d.uuid for d in domains))
     findings = classify(domains, view, deny)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
-    return AuditReport(host, now, findings, nova_guests, len(view.servers_here))
+    return AuditReport(host, now, findings, verdict, nova_guests, len(view.servers_here))

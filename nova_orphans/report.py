@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 from typing import Any
 
+from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Finding
 from nova_orphans.pipeline import AuditReport
 
@@ -37,12 +39,27 @@ def finding_record(finding: Finding) -> dict[str, Any]:
     }
 
 
+def identity_record(verdict: Verdict) -> dict[str, Any]:
+    """The identity verdict as plain JSON-ready data: state, reason, every check."""
+    return {
+        "state": verdict.state.value,
+        "reason": verdict.reason,
+        "libvirt": dataclasses.asdict(verdict.libvirt) if verdict.libvirt else None,
+        "nova_nodes": [dataclasses.asdict(n) for n in verdict.nodes],
+        "checks": [
+            {"check": r.check.value, "outcome": r.outcome.value, "detail": r.detail}
+            for r in verdict.results
+        ],
+    }
+
+
 def render_json(report: AuditReport) -> str:
     """The report as one JSON document."""
     return json.dumps(
         {
             "host": report.host,
             "checked_at": report.checked_at.isoformat(),
+            "identity": identity_record(report.identity),
             "findings": [finding_record(f) for f in report.findings],
         },
         indent=2,
@@ -71,7 +88,7 @@ def render_table(report: AuditReport) -> str:
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in [COLUMNS, *rows]
     ]
-    return "\n".join([*(lines if rows else []), _summary(report)])
+    return "\n".join([*(lines if rows else []), report.identity.reason, _summary(report)])
 
 
 def _summary(report: AuditReport) -> str:

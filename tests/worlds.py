@@ -165,3 +165,18 @@ def nova_world(count: int, *, start: int = 1) -> list[str]:
         )
         for i in range(count)
     ]
+
+
+def test_driver_node() -> dict[str, str]:
+    """``add_compute`` keywords for Nova's node of a host whose libvirt is a test:/// world.
+
+    The hostname and type libvirt's test driver reports, as Nova's libvirt driver would
+    report them for its node (docs/design.md rule 10 compares them).
+    """
+    import libvirt
+
+    conn = libvirt.openReadOnly("test:///default")
+    try:
+        return {"node": conn.getHostname(), "hypervisor_type": conn.getType()}
+    finally:
+        conn.close()

@@ -111,6 +111,7 @@ def build_agent(
         policy=policy,
         quarantine_root=paths.quarantine,
         instances_path=settings.instances_path,
+        compute_id_dirs=settings.compute_id_dirs,
         deny=settings.deny,
         dry_run=dry_run,
         stop_timeout=float(conf.agent.stop_timeout),

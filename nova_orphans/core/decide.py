@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
+from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import ACTIONABLE_KINDS, Finding, Kind
 from nova_orphans.core.policy import Action, Policy, Step
 from nova_orphans.core.sightings import Sighting
@@ -46,14 +47,17 @@ def decide(
     now: datetime.datetime,
     nova_guests: int,
     servers_here: int,
+    *,
+    identity: Verdict,
 ) -> Plan:
     """Plan the cycle.
 
     ``nova_guests``: domains on the host carrying Nova metadata;
-    ``servers_here``: live servers Nova places on the host.
+    ``servers_here``: live servers Nova places on the host;
+    ``identity``: whether the libvirt read is the host's (nothing is done unless verified).
     """
     findings = list(findings)
-    brake = _brake(findings, policy, nova_guests, servers_here)
+    brake = _brake(findings, policy, nova_guests, servers_here, identity)
     due: list[Decision] = []
     decisions: list[Decision] = []
     for finding in findings:
@@ -83,9 +87,26 @@ def _first_seen(decision: Decision, sightings: Mapping[str, Sighting]) -> dateti
 
 
 def _brake(
-    findings: list[Finding], policy: Policy, nova_guests: int, servers_here: int
+    findings: list[Finding],
+    policy: Policy,
+    nova_guests: int,
+    servers_here: int,
+    identity: Verdict,
 ) -> str | None:
     """Why the world looks too wrong to act in, or None."""
+    if not identity.verified:
+        return identity.reason
+    lost = sum(1 for f in findings if f.kind is Kind.LOST)
+    misplaced = sum(1 for f in findings if f.kind is Kind.MISPLACED)
+    if misplaced and 2 * lost > servers_here:
+        # NOTE: the shape of a wrong view (another host's libvirt, or another host's
+        # name): this host's servers are missing while the guests present belong
+        # elsewhere. Whatever the counts, even one of each (docs/design.md rule 10).
+        return (
+            f"{lost} of the {servers_here} servers Nova places on this host are missing "
+            f"from libvirt while {misplaced} guests here belong to other hosts: this "
+            "looks like another host's libvirt"
+        )
     if nova_guests and not servers_here:
         return (
             f"Nova reports no servers on this host while libvirt holds {nova_guests} "

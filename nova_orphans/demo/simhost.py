@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
+from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError
 
@@ -36,8 +37,12 @@ class Quarantined:
 class SimulatedHost:
     """The host's libvirt and instances_path, in memory."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, hypervisor_type: str = "QEMU") -> None:
         self.host = host
+        #: What this host's libvirt reports (``getHostname()``, ``getType()``); Nova's
+        #: simulated node of ``host`` carries the same hostname and type.
+        self.hostname = host
+        self.hypervisor_type = hypervisor_type
         self.domains: dict[str, Domain] = {}
         self.xml: dict[str, str] = {}
         #: instances_path/<uuid> contents, by UUID (a token standing for the files).
@@ -77,6 +82,14 @@ class SimulatedHost:
         self.xml.pop(uuid, None)
 
     # --- the observer's interface --------------------------------------------------------
+
+    def identity(self) -> LibvirtIdentity:
+        """What this libvirt says it is, like ``LibvirtObserver.identity``.
+
+        NOTE: not a domain read: ``before_read`` faults and world changes keep
+        counting the domain reads of a cycle only.
+        """
+        return LibvirtIdentity(f"sim://{self.hostname}", self.hostname, self.hypervisor_type)
 
     def list_domains(self) -> tuple[Domain, ...]:
         """Every domain, like ``LibvirtObserver.list_domains``."""

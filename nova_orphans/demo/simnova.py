@@ -189,11 +189,31 @@ class SimulatedNova:
         return 200, body
 
     def _list_hypervisors(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
-        views.reject_unknown(query, frozenset())
-        items = [] if fault is Fault.EMPTY else list(self.computes.values())
-        return 200, {
+        # NOTE: hypervisors.py _get_hypervisors (2.53+): hypervisor_hostname_pattern is a
+        # LIKE '%pattern%' search on node names, 404 when nothing matches, 400 with paging;
+        # otherwise nodes are paged by id with the node uuid as marker.
+        views.reject_unknown(query, frozenset({"hypervisor_hostname_pattern"}) | views.PAGING)
+        items = [] if fault is Fault.EMPTY else sorted(self.computes.values(), key=lambda c: c.id)
+        pattern = query.get("hypervisor_hostname_pattern")
+        if pattern is not None:
+            if "limit" in query or "marker" in query:
+                raise views.BadRequest("Paging over hypervisors with the pattern is not supported.")
+            items = [c for c in items if pattern in c.node]
+            if not items:
+                return views.error(404, "itemNotFound", f"No hypervisor matching {pattern!r}.")
+        elif "marker" in query:
+            ids = [c.node_uuid for c in items]
+            if query["marker"] not in ids:
+                raise views.BadRequest(f"marker [{query['marker']}] not found")
+            items = items[ids.index(query["marker"]) + 1 :]
+        if pattern is None:
+            items = items[: views.page_limit(query)]
+        body: dict[str, Any] = {
             "hypervisors": [views.hypervisor_view(c, self._running_on(c.node)) for c in items]
         }
+        if pattern is None:
+            views.add_next_link(body, "hypervisors", route, query, items, lambda c: c.node_uuid)
+        return 200, body
 
     def _list_services(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
         views.reject_unknown(query, frozenset({"binary", "host"}))
@@ -253,13 +273,20 @@ class SimulatedNova:
 
     # -- the cloud, in operator's words ----------------------------------------
 
-    def add_compute(self, host: str, node: str | None = None) -> SimCompute:
-        """Register a nova-compute service (and its node) if it is not known yet."""
+    def add_compute(
+        self, host: str, node: str | None = None, hypervisor_type: str = "QEMU"
+    ) -> SimCompute:
+        """Register a nova-compute service (and its node) if it is not known yet.
+
+        ``hypervisor_type``: "QEMU" as Nova's libvirt driver reports it, or e.g.
+        "fake" for Nova's fake driver.
+        """
         if host not in self.computes:
             n = len(self.computes) + 1
             self.computes[host] = SimCompute(
-                n, host, node or host, self._uuid(f"service-{n}"), self._uuid(f"node-{n}")
-            )
+                n, host, node or host, self._uuid(f"service-{n}"), self._uuid(f"node-{n}"),
+                hypervisor_type=hypervisor_type,
+            )  # fmt: skip
         return self.computes[host]
 
     def set_compute(

@@ -109,6 +109,8 @@ class SimCompute:
     up: bool = True
     enabled: bool = True
     forced_down: bool = False
+    #: What the node's driver reports: "QEMU" for libvirt/QEMU, "fake" for Nova's fake driver.
+    hypervisor_type: str = "QEMU"
 
 
 Response = tuple[int, Any]
@@ -287,7 +289,7 @@ def hypervisor_view(c: SimCompute, running_vms: int) -> dict[str, Any]:
     return {
         "id": c.node_uuid,
         "hypervisor_hostname": c.node,
-        "hypervisor_type": "QEMU",
+        "hypervisor_type": c.hypervisor_type,
         "state": "up" if c.up and not c.forced_down else "down",
         "status": "enabled" if c.enabled else "disabled",
         "host_ip": f"192.0.2.{c.id}",

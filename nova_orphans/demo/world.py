@@ -71,6 +71,8 @@ class DemoWorld:
     host: str
     now: datetime.datetime
     guests: tuple[Guest, ...]
+    #: compute-1's nova-compute state_path: its compute_id names Nova's node of compute-1.
+    state_path: pathlib.Path
 
     @property
     def libvirt_uri(self) -> str:
@@ -94,14 +96,17 @@ def build(directory: str | os.PathLike[str] | None = None) -> DemoWorld:
     folder.mkdir(parents=True, exist_ok=True)
     node_xml = folder.resolve() / "compute-1.xml"
     node_xml.write_text(node_xml_text(domain_names), encoding="utf-8")
-    return DemoWorld(nova, node_xml, HOST, NOW, GUESTS)
+    # NOTE: Nova's fake driver read through libvirt's test driver has no hypervisor to
+    # compare; the compute_id nova-compute would have written ties the demo to compute-1.
+    (folder / "compute_id").write_text(nova.computes[HOST].node_uuid, encoding="utf-8")
+    return DemoWorld(nova, node_xml, HOST, NOW, GUESTS, folder.resolve())
 
 
 def _build_nova() -> tuple[SimulatedNova, dict[str, str]]:
     """The Nova side of the story, and the libvirt name of each guest's domain."""
     nova = SimulatedNova(start=_BOOTED)
-    nova.add_compute(HOST)
-    nova.add_compute(OTHER_HOST)
+    nova.add_compute(HOST, hypervisor_type="fake")
+    nova.add_compute(OTHER_HOST, hypervisor_type="fake")
     names = {g.uuid: g.name for g in GUESTS}
     for minute, guest in enumerate(g for g in GUESTS if g.nova_metadata):
         at = _BOOTED + datetime.timedelta(minutes=minute)

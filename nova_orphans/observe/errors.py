@@ -41,3 +41,9 @@ class HypervisorError(ObserveError):
 
 class HypervisorUnreachable(HypervisorError):
     msg_fmt = "libvirt unreachable at %(uri)s: %(reason)s"
+
+
+class IdentityMismatch(ObserveError):
+    """The libvirt read is not the hypervisor Nova calls the host (docs/design.md rule 10)."""
+
+    msg_fmt = "%(reason)s"

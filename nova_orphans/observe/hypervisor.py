@@ -12,10 +12,12 @@ import contextlib
 import os
 import types
 import urllib.parse
+import xml.etree.ElementTree as ET
 
 import libvirt
 
 from nova_orphans.core import model
+from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.observe import domain_xml, errors
 
 _STATES = {
@@ -91,6 +93,24 @@ class LibvirtObserver:
         tb: types.TracebackType | None,
     ) -> None:
         self.close()
+
+    def identity(self) -> LibvirtIdentity:
+        """What this libvirt says it is: the hostname and type Nova's libvirt driver reports.
+
+        NOTE: Nova's libvirt driver reports ``getHostname()`` as the node's
+        ``hypervisor_hostname`` and ``getType()`` as its ``hypervisor_type``.
+        """
+        try:
+            hostname = self._conn.getHostname()
+            hypervisor_type = self._conn.getType()
+            capabilities = self._conn.getCapabilities()
+        except libvirt.libvirtError as err:
+            raise self._error(err) from err
+        try:
+            host_uuid = ET.fromstring(capabilities).findtext("host/uuid")
+        except ET.ParseError as err:
+            raise errors.HypervisorError(uri=self._uri, reason=f"capabilities: {err}") from err
+        return LibvirtIdentity(self._uri, hostname, hypervisor_type, host_uuid)
 
     def list_domains(self) -> tuple[model.Domain, ...]:
         """Every domain, active and inactive, in libvirt's order.

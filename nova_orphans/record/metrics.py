@@ -32,8 +32,14 @@ class Metrics:
         )
         self.cycles_aborted = prom.Counter(
             "nova_orphans_cycles_aborted",
-            "Cycles that acted on nothing, by reason (nova, libvirt, journal, brake).",
+            "Cycles that acted on nothing, by reason (nova, libvirt, identity, journal, brake).",
             ["reason"],
+            registry=self.registry,
+        )
+        self.identity_verified = prom.Gauge(
+            "nova_orphans_identity_verified",
+            "1 when the last cycle proved the libvirt read is the hypervisor Nova calls "
+            "this host; 0 on a mismatch or when no check could prove it (nothing is done).",
             registry=self.registry,
         )
         self.last_success = prom.Gauge(

@@ -40,9 +40,13 @@ def config(tmp_path: pathlib.Path, metrics: str = "", **agent: object) -> pathli
         "interval": 600,
         **agent,
     }
+    # NOTE: the demo world's compute_id (under the state_path of this nova.conf) is what
+    # proves to the identity check that its libvirt is compute-1's.
+    nova_conf = tmp_path / "nova.conf"
+    nova_conf.write_text(f"[DEFAULT]\nhost = compute-1\nstate_path = {tmp_path / 'world'}\n")
     path = tmp_path / "nova-orphans.conf"
     path.write_text(
-        "[DEFAULT]\nhost = compute-1\n[agent]\n"
+        f"[DEFAULT]\nhost = compute-1\nnova_config_file = {nova_conf}\n[agent]\n"
         + "".join(f"{k} = {v}\n" for k, v in settings.items())
         + NOVA_DOWN
         + "timeout = 1\n"

@@ -9,13 +9,13 @@ seconds, but each test shows them holding: a cycle inside ``grace_period`` or sh
 interval after the previous one, so a test waits ``AgentCli.until_counted`` before a cycle
 that must count (docs/design.md rule 15).
 
-``qemu:///system`` is shared: other tests (and lvhost's nova-compute) may define guests there
-at any time. A ``host1`` agent pointed at it would see lvhost's guests as misplaced, so each
-agent here gets ``[agent] allow_uuids`` = the UUIDs its test created — the guests that are
-expected to stay untouched are in that list too, so only their classification protects them —
-and ``[DEFAULT] deny_uuids`` = every other domain present when the test starts (they are
-reported as protected and never weigh on the orphan-fraction brake). Every test removes the
-domains it defined.
+``qemu:///system`` is lvhost's libvirt: every agent here is lvhost's (an agent configured as
+another host on it acts on nothing, see test_identity_against_real_nova.py). It is shared:
+other tests may define guests there at any time, so each agent gets ``[agent] allow_uuids`` =
+the UUIDs its test created — the guests that are expected to stay untouched are in that list
+too, so only their classification protects them — and ``[DEFAULT] deny_uuids`` = every other
+domain present when the test starts (they are reported as protected and never weigh on the
+orphan-fraction brake). Every test removes the domains it defined.
 
 The tests that need lvhost's compute down (real Nova guests deleted locally) are last in the
 file: they share one module fixture that boots lvhost's servers and stops its compute once.
@@ -357,6 +357,30 @@ def sleep_until(deadline: float) -> None:
 # --------------------------------------------------------------------------- seed case 2
 
 
+def lvhost_node() -> str:
+    """The ``hypervisor_hostname`` of lvhost's compute node (what its libvirt reports)."""
+    nodes = harness.Nova().get("/os-hypervisors/detail")["hypervisors"]
+    (node,) = [n["hypervisor_hostname"] for n in nodes if n["service"]["host"] == "lvhost"]
+    return str(node)
+
+
+def record_live_migration_from_lvhost(nova: harness.Nova, uuid: str) -> None:
+    """Make Nova record ``uuid`` as live-migrated lvhost -> host2, completed.
+
+    NOTE: a live migration from a libvirt compute to a fake-driver one cannot run for real.
+    The server (on host1) is live-migrated to host2 for real, then its migration record names
+    lvhost (and lvhost's node) as the source: the record Nova keeps after a real live
+    migration lvhost -> host2 whose source clean-up failed.
+    """
+    nova.live_migrate(uuid, "host2")
+    node = lvhost_node()
+    assert all(c.isalnum() or c in "-._" for c in node + uuid), (node, uuid)
+    harness.cell_sql(
+        f"UPDATE migrations SET source_compute='lvhost', source_node='{node}' "
+        f"WHERE instance_uuid='{uuid}' AND source_compute='host1'"
+    )
+
+
 def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_untouched_while_foreign_soft_deleted_busy_and_managed_guests_keep_running(  # noqa: E501
     nova_stack: harness.Nova,
     nova_orphans_cli: str,
@@ -364,42 +388,41 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
     qemu_guests: Callable[..., str],
     tmp_path: pathlib.Path,
 ) -> None:
-    """qemu:///system plays host1. The server live-migrated host1 -> host2 left its source
-    copy running here: with every action ``reap`` it is stopped after the grace period, then
-    undefined after reap_delay, its instance files left where they are and only its XML in
-    quarantine. A foreign domain, a SOFT_DELETED server's guest, a guest whose server is in
-    the middle of a task and a managed guest stay running and are never acted on."""
+    """On lvhost, the source copy of a server live-migrated lvhost -> host2 was left running:
+    with every action ``reap`` it is stopped after the grace period, then undefined after
+    reap_delay, its instance files left where they are and only its XML in quarantine. A
+    foreign domain, a SOFT_DELETED server's guest, a guest whose server is in the middle of a
+    task and a managed guest are never acted on."""
     nova = nova_stack
-    managed, migrated, soft, busy = servers.boot("host1", "host1", "host1", "host2")
-    nova.live_migrate(migrated, "host2")
-    nova.soft_delete(soft)
+    managed, soft, migrated, busy = servers.boot("lvhost", "lvhost", "host1", "host2")
+    record_live_migration_from_lvhost(nova, migrated)
+    nova.soft_delete(soft)  # lvhost's nova-compute powers its guest off
     harness.set_task_state(busy, "migrating")
     foreign = worlds.random_uuid()
 
     # The premises, as Nova states them.
     assert nova.server(migrated)["OS-EXT-SRV-ATTR:host"] == "host2"
     assert any(
-        m["source_compute"] == "host1" and m["status"] == "completed"
+        m["source_compute"] == "lvhost" and m["status"] == "completed"
         for m in nova.migrations(instance_uuid=migrated)
     )
     assert nova.server(soft)["status"] == "SOFT_DELETED"
     assert nova.server(busy)["OS-EXT-STS:task_state"] == "migrating"
 
     instances = tmp_path / "instances"
-    disks = {u: make_instance_dir(instances, u) for u in (managed, migrated, soft, busy)}
+    disks = {u: make_instance_dir(instances, u) for u in (migrated, busy)}
     before = {u: digest(instances / u) for u in disks}
-    roles = {managed: "managed", migrated: "migrated", soft: "soft", busy: "busy"}
-    for uuid, role in roles.items():
+    for uuid, role in ((migrated, "migrated"), (busy, "busy")):
         qemu_guests(uuid, role, disk=disks[uuid])
     qemu_guests(foreign, "operator-test", nova=False)
-    bystanders = (managed, soft, busy, foreign)
+    running = (managed, busy, foreign)
 
     grace, reap_delay = 6, 3
     agent = write_agent(
         tmp_path,
-        host="host1",
+        host="lvhost",
         instances_path=instances,
-        mine=[migrated, *bystanders],
+        mine=[migrated, soft, *running],
         grace_period=grace,
         sightings_required=2,
         reap_delay=reap_delay,
@@ -456,13 +479,13 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
         assert_done(agent.history(migrated), ("reap", "misplaced"), ("stop", "misplaced"))
 
         # Nothing left to do for this guest; the others are as they were. Foreign and
-        # protected are no orphans (exit 0); others' host1 servers may be lost here (exit 3).
+        # protected are no orphans (exit 0); others' lvhost servers may be lost here (exit 3).
         cycle = agent.cycle(expect=(EXIT_OK, EXIT_FOUND))
         assert cycle.decision(migrated) is None
         assert cycle.steps(migrated) == []
-        assert_untouched(agent, *bystanders)
-        for uuid in (managed, soft, busy):
-            assert digest(instances / uuid) == before[uuid]
+        assert_untouched(agent, *running)
+        assert is_persistent(soft) and agent.history(soft) == []
+        assert digest(instances / busy) == before[busy]
         assert nova.server(managed)["status"] == "ACTIVE"
         assert nova.server(soft)["status"] == "SOFT_DELETED"
         assert nova.server(migrated)["status"] == "ACTIVE"
@@ -484,13 +507,12 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
     with one stderr line naming Nova, touches nothing and journals nothing; with Nova back
     the next cycle carries on from the sighting and stops the guest (action ``stop``)."""
     nova = nova_stack
-    (keeper,) = servers.boot("host1")
+    (keeper,) = servers.boot("lvhost")
     ghost = worlds.random_uuid()  # Nova metadata, but Nova never heard of it: unknown
-    qemu_guests(keeper, "keeper")
     qemu_guests(ghost, "ghost")
     agent = write_agent(
         tmp_path,
-        host="host1",
+        host="lvhost",
         instances_path=tmp_path / "instances",
         mine=[keeper, ghost],
         action_unknown="stop",
@@ -554,20 +576,20 @@ def test_server_soft_deleted_then_restored_around_the_cycles_is_never_touched(
 ) -> None:
     """With every action ``reap`` and no grace, no sightings and no reap delay to hide
     behind: a guest whose server is soft-deleted, then restored, is protected while
-    SOFT_DELETED and Nova's again after the restore — never stopped nor undefined."""
+    SOFT_DELETED and Nova's again after the restore — never stopped nor undefined by the
+    agent (lvhost's nova-compute itself powers it off while SOFT_DELETED and on again)."""
     nova = nova_stack
-    keeper, target = servers.boot("host1", "host1")
-    qemu_guests(keeper, "keeper")
-    qemu_guests(target, "restored")
+    keeper, target = servers.boot("lvhost", "lvhost")
     agent = write_agent(
-        tmp_path, host="host1", instances_path=tmp_path / "instances", mine=[keeper, target]
+        tmp_path, host="lvhost", instances_path=tmp_path / "instances", mine=[keeper, target]
     )
-    expect = (EXIT_OK, EXIT_FOUND)  # others' host1 servers may be lost here: exit 3
+    expect = (EXIT_OK, EXIT_FOUND)  # others' lvhost servers may be lost here: exit 3
 
     def cycle() -> Cycle:
         result = agent.cycle(expect=expect)
         assert result.steps(target) == [] and result.steps(keeper) == []
-        assert harness.domain_state(target) == "running"
+        assert is_persistent(target)
+        assert agent.history(target) == []
         return result
 
     assert cycle().decision(target) is None
@@ -596,14 +618,13 @@ def test_reap_lists_no_leftover_for_a_disk_inside_the_guests_own_instance_direct
 ) -> None:
     """An unknown guest whose disk is ``<instances_path>/<uuid>/disk``: the reap moves that
     directory to quarantine, so nothing is left for the operator to clean up."""
-    (keeper,) = servers.boot("host1")
+    (keeper,) = servers.boot("lvhost")
     ghost = worlds.random_uuid()
     instances = tmp_path / "instances"
     disk = make_instance_dir(instances, ghost)
     before = digest(instances / ghost)
-    qemu_guests(keeper, "keeper")
     qemu_guests(ghost, "ghost", disk=disk)
-    agent = write_agent(tmp_path, host="host1", instances_path=instances, mine=[keeper, ghost])
+    agent = write_agent(tmp_path, host="lvhost", instances_path=instances, mine=[keeper, ghost])
 
     agent.cycle(expect=EXIT_ACTED)  # stop
     cycle = agent.cycle(expect=EXIT_ACTED)  # reap

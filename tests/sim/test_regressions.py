@@ -56,9 +56,10 @@ def test_seed_1_index_392_a_failed_file_move_leaves_the_reaped_guest_restorable(
 def test_directed_post_migrating_source_with_empty_migration_listings_is_left_alone():
     """Empty /os-migrations answers hid a live migration still cleaning up its source.
 
-    Found by a directed history: request 2 is the scan's /os-migrations, the others are
-    the re-verification's; before a28630a two empty answers got the source reaped. Fixed
-    by a28630a: re-verification reads two endpoints and the server's own live migrations.
+    Found by a directed history: request 3 is the scan's /os-migrations (request 0 is the
+    identity check's node search), the others are the re-verification's; before a28630a two
+    empty answers got the source reaped. Fixed by a28630a: re-verification reads two
+    endpoints and the server's own live migrations.
     """
     history = History(
         seed=0,
@@ -69,7 +70,7 @@ def test_directed_post_migrating_source_with_empty_migration_listings_is_left_al
             Event(at=2.0, op="boot_here", label="s2"),
             Event(at=3.0, op="live_migrate", label="s2", arg="start"),
             Event(at=4.0, op="migration_ends", label="s2", arg="post"),
-            Cycle(at=60.0, nova_faults=tuple((n, "empty") for n in range(2, 16))),
+            Cycle(at=60.0, nova_faults=tuple((n, "empty") for n in range(3, 17))),
         ),
     )
     assert checks.SAFETY not in invariants(history)
@@ -86,7 +87,7 @@ def test_post_migrating_source_with_one_empty_migration_listing_is_left_alone():
             Event(at=2.0, op="boot_here", label="s2"),
             Event(at=3.0, op="live_migrate", label="s2", arg="start"),
             Event(at=4.0, op="migration_ends", label="s2", arg="post"),
-            Cycle(at=60.0, nova_faults=((2, "empty"),)),
+            Cycle(at=60.0, nova_faults=((3, "empty"),)),
         ),
     )
     result = runner.replay(history)
@@ -94,13 +95,14 @@ def test_post_migrating_source_with_one_empty_migration_listing_is_left_alone():
     assert result.counters.skipped == 1
 
 
-@pytest.mark.parametrize("second", range(4, 16))
+@pytest.mark.parametrize("second", range(5, 17))
 def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unknown(second):
     """Two empty lookups made a shelved-offloaded leftover look unknown, and it was reaped.
 
-    Request 3 is the scan's lookup of s3; the history found it with request 6 (then the
-    re-verification's lookup) empty too. Fixed by a28630a (re-verification through two
-    endpoints); every second fault in the re-verification is tried.
+    Request 4 is the scan's lookup of s3 (request 0 is the identity check's node search);
+    the history found it with request 7 (then the re-verification's lookup) empty too.
+    Fixed by a28630a (re-verification through two endpoints); every second fault in the
+    re-verification is tried.
     """
     history = History(
         seed=1,
@@ -128,7 +130,7 @@ def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unkn
             Event(at=4685.6, op="boot_here", label="s11", arg="running"),
             Cycle(
                 at=5400.0,
-                nova_faults=((3, "empty"), (second, "empty")),
+                nova_faults=((4, "empty"), (second, "empty")),
                 reads=((1, "db_restore"),),
             ),
         ),

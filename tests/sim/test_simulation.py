@@ -150,9 +150,13 @@ def test_an_agent_that_never_acts_breaks_the_liveness_invariant(monkeypatch):
 def test_an_agent_that_ignores_the_cap_breaks_the_cap_invariant(monkeypatch):
     import nova_orphans.agent as agent_module
 
-    def uncapped(findings, sightings, policy, *rest: object) -> Plan:
+    def uncapped(findings, sightings, policy, *rest: object, **kwargs: object) -> Plan:
         return real_decide(
-            findings, sightings, dataclasses.replace(policy, max_actions_per_cycle=1000), *rest
+            findings,
+            sightings,
+            dataclasses.replace(policy, max_actions_per_cycle=1000),
+            *rest,
+            **kwargs,
         )
 
     real_decide = agent_module.decide

@@ -7,6 +7,7 @@ import datetime
 import pytest
 
 from nova_orphans.core.decide import decide
+from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata, Selector
 from nova_orphans.core.policy import Action, Policy, Step
 from nova_orphans.core.sightings import Sighting
@@ -41,6 +42,9 @@ def seen(kind=Kind.UNKNOWN, first=NOW - 2 * HOUR, count=None, inactive_since=Non
         stopped = (NOW - inactive_since) // CYCLE if inactive_since else 0
     return {U: Sighting(U, kind, first, NOW, count, inactive_since, stopped)}
 
+
+#: The host's identity, proven (the identity verdicts have their own tests).
+VERIFIED = Verdict("cmp-1", State.VERIFIED, (), "identity verified")
 
 REAP = {Kind.DELETED: Action.REAP, Kind.UNKNOWN: Action.REAP, Kind.MISPLACED: Action.REAP}
 
@@ -181,7 +185,7 @@ CASES = [
     ("f", "sightings", "policy", "step", "words"), [pytest.param(*c[1:], id=c[0]) for c in CASES]
 )
 def test_decide(f, sightings, policy, step, words):
-    plan = decide([f], sightings, policy, NOW, nova_guests=10, servers_here=9)
+    plan = decide([f], sightings, policy, NOW, nova_guests=10, servers_here=9, identity=VERIFIED)
     (decision,) = plan.decisions
     assert decision.step is step
     assert words in decision.why
@@ -199,6 +203,7 @@ def test_deleted_grace_counts_from_novas_deletion_time_not_the_first_sighting():
         NOW,
         10,
         9,
+        identity=VERIFIED,
     )
     assert plan.decisions[0].step is Step.STOP
 
@@ -209,12 +214,16 @@ def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
     server = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - HOUR / 60)
     f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, server)
     policy = Policy(actions=REAP, grace_period=600, sightings_required=1)
-    plan = decide([f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9)
+    plan = decide(
+        [f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9, identity=VERIFIED
+    )
     assert plan.decisions[0].step is None
     assert "grace" in plan.decisions[0].why
     old = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - HOUR)
     f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, old)
-    plan = decide([f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9)
+    plan = decide(
+        [f], seen(Kind.MISPLACED, first=NOW - 10 * HOUR), policy, NOW, 10, 9, identity=VERIFIED
+    )
     assert plan.decisions[0].step is Step.STOP
 
 
@@ -232,7 +241,76 @@ def test_only_the_grace_left_at_the_first_sighting_of_a_deleted_guest_needs_cycl
     # of the clock would say so too, so the cycles decide.
     policy = Policy(actions=REAP, grace_period=3 * 3600, sightings_required=1)
     sightings = seen(Kind.DELETED, first=NOW - 4 * HOUR, count=count)
-    plan = decide([deleted_at(NOW - 5 * HOUR)], sightings, policy, NOW, 10, 9)
+    plan = decide([deleted_at(NOW - 5 * HOUR)], sightings, policy, NOW, 10, 9, identity=VERIFIED)
     assert plan.decisions[0].step is step
     if step is None:
         assert f"{count - 1} of 12 cycles" in plan.decisions[0].why
+
+
+def lost(uuid: str) -> Finding:
+    from nova_orphans.core.model import Server
+
+    server = Server(uuid, "vm", "cmp-1", "ACTIVE", "active", None)
+    return Finding(uuid, "vm", Kind.LOST, "no such domain", None, server)
+
+
+def misplaced() -> Finding:
+    from nova_orphans.core.model import Server
+
+    server = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - 10 * HOUR)
+    return Finding(U, "vm", Kind.MISPLACED, "Nova runs it on cmp-2", finding().domain, server)
+
+
+LOST_1, LOST_2 = "aaaaaaaa-0000-4000-8000-000000000001", "aaaaaaaa-0000-4000-8000-000000000002"
+ACT_NOW = Policy(actions=REAP, grace_period=0, sightings_required=1)
+
+BRAKE_CASES = [
+    (
+        "one lost and one misplaced on a one-server host: the view is another host's; brake",
+        [lost(LOST_1), misplaced()],
+        1,
+        True,
+    ),
+    (
+        "two of three servers lost while a guest looks misplaced: brake",
+        [lost(LOST_1), lost(LOST_2), misplaced()],
+        3,
+        True,
+    ),
+    (
+        "a misplaced guest on a host whose servers are all present is acted on",
+        [misplaced()],
+        3,
+        False,
+    ),
+    (
+        "one lost server of three beside a misplaced guest is not most of them: acted on",
+        [lost(LOST_1), misplaced()],
+        3,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("findings", "servers_here", "brakes"), [pytest.param(*c[1:], id=c[0]) for c in BRAKE_CASES]
+)
+def test_structural_brake(findings, servers_here, brakes):
+    plan = decide(findings, seen(Kind.MISPLACED), ACT_NOW, NOW, 1, servers_here, identity=VERIFIED)
+    assert bool(plan.brake) is brakes, plan.brake
+    assert bool(plan.steps) is not brakes
+    if brakes:
+        assert "another host's libvirt" in plan.brake
+
+
+@pytest.mark.parametrize(
+    "state",
+    [State.UNPROVEN, State.MISMATCH],
+    ids=["an unproven identity acts on nothing", "a mismatched identity acts on nothing"],
+)
+def test_identity_not_verified_blocks_every_step(state):
+    verdict = Verdict("cmp-1", state, (), f"identity {state.value}: why")
+    plan = decide([finding()], seen(), ACT_NOW, NOW, 10, 9, identity=verdict)
+    assert plan.steps == []
+    assert plan.brake == f"identity {state.value}: why"
+    assert plan.decisions[0].why == f"brake: identity {state.value}: why"

@@ -1,0 +1,96 @@
+"""Nova's compute node(s) of one host, and nova-compute's local ``compute_id`` file.
+
+Requests: one ``GET /os-hypervisors/detail?hypervisor_hostname_pattern=`` by
+the hostname libvirt reports (on a libvirt compute that is Nova's node for the
+host: done). Only when that does not find a node of the host (another driver, or
+a wrong view) is the paged listing of every node read. Fails closed like
+``NovaObserver``: any error raises ``NovaError``.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import uuid as uuidlib
+from collections.abc import Sequence
+from typing import Any
+
+from nova_orphans.core.identity import LocalComputeId, NovaNode
+from nova_orphans.observe.errors import NovaBadAnswer
+from nova_orphans.observe.nova import NovaObserver
+
+#: nova/virt/node.py: nova-compute's node identity file (Nova >= 2023.1).
+COMPUTE_ID_FILE = "compute_id"
+
+
+def nodes_for(nova: NovaObserver, host: str, hostname: str) -> tuple[NovaNode, ...]:
+    """Nova's nodes of ``host`` and every node named ``hostname`` (the libvirt's).
+
+    NOTE: at microversion >= 2.53 ``hypervisor_hostname_pattern`` matches node
+    names (a LIKE search, so the result is filtered exactly here), not hosts; the
+    node's host is ``service.host``. Nova answers 404 when nothing matches.
+    """
+    query = urllib.parse.urlencode({"hypervisor_hostname_pattern": hostname})
+    # NOTE: NovaObserver's request path (retries, status checks) serves this module too.
+    body = nova._get(f"/os-hypervisors/detail?{query}", missing_ok=True)
+    named = [n for n in _nodes(body, "the hypervisor search") if n.hypervisor_hostname == hostname]
+    if any(n.host == host for n in named):
+        return tuple(named)
+    every = [parse_node(item) for item in nova._paged("/os-hypervisors/detail", "hypervisors", {})]
+    return tuple(n for n in every if n.host == host or n.hypervisor_hostname == hostname)
+
+
+def _nodes(body: Any, request: str) -> list[NovaNode]:
+    if body is None:
+        return []
+    items = body.get("hypervisors") if isinstance(body, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise NovaBadAnswer(request=request, reason="no 'hypervisors' list in the answer")
+    return [parse_node(item) for item in items]
+
+
+def parse_node(item: dict[str, Any]) -> NovaNode:
+    """Build a ``NovaNode`` from one entry of ``/os-hypervisors/detail`` (2.53+)."""
+    service = item.get("service")
+    fields = (item.get("id"), item.get("hypervisor_hostname"), item.get("hypervisor_type"))
+    if not isinstance(service, dict) or not service.get("host") or not all(fields):
+        raise NovaBadAnswer(
+            request="the hypervisor listing",
+            reason="a hypervisor without id, hypervisor_hostname, hypervisor_type or service.host",
+        )
+    return NovaNode(
+        uuid=str(item["id"]),
+        hypervisor_hostname=str(item["hypervisor_hostname"]),
+        hypervisor_type=str(item["hypervisor_type"]),
+        host=str(service["host"]),
+    )
+
+
+def read_compute_id(directories: Sequence[str]) -> LocalComputeId:
+    """Read nova-compute's ``compute_id`` wherever nova-compute itself looks for it.
+
+    NOTE: nova/virt/node.py reads it from the directory of each config file and
+    from ``state_path``; every copy found must agree (Nova refuses to start if not).
+    """
+    if not directories:
+        return LocalComputeId(absent="nova_config_file not set: compute_id not read")
+    found: dict[str, str] = {}
+    unreadable: list[str] = []
+    for directory in dict.fromkeys(directories):
+        path = os.path.join(directory, COMPUTE_ID_FILE)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found[path] = _canonical(handle.read(40).strip())
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            unreadable.append(f"cannot read {path}: {exc.strerror}")
+    absent = "; ".join(unreadable) or f"no {COMPUTE_ID_FILE} file in {', '.join(directories)}"
+    return LocalComputeId(found, absent)
+
+
+def _canonical(value: str) -> str:
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        return value
