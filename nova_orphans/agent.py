@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from nova_orphans import exits, pipeline
-from nova_orphans.act import quarantine
+from nova_orphans.act import retention
 from nova_orphans.act.actuator import Actuator, Outcome
-from nova_orphans.act.effects import EffectError, Effects
+from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.model import Domain, NovaView, Selector
 from nova_orphans.core.policy import Policy, Step
@@ -83,8 +83,8 @@ class Agent:
     policy: Policy
     quarantine_root: str
     instances_path: str = "/var/lib/nova/instances"
-    #: Days a quarantine entry is kept before the agent purges it; 0 keeps it forever.
-    retention_days: int = 0
+    #: How long a quarantine entry is kept before the agent purges it; 0 keeps it forever.
+    retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
     dry_run: bool = False
     stop_timeout: float = 60.0
@@ -135,19 +135,11 @@ class Agent:
         return CycleResult(report, plan, tuple(outcomes))
 
     def _purge_expired(self, now: datetime.datetime) -> None:
-        """Drop quarantine entries older than ``retention_days`` (never in a dry run)."""
-        if not self.retention_days or self.dry_run:
-            return
-        cutoff = now - datetime.timedelta(days=self.retention_days)
-        for entry in self.journal.quarantine():
-            if entry.reaped_time <= cutoff:
-                try:
-                    detail = quarantine.purge(entry, self.quarantine_root)
-                except EffectError as exc:
-                    LOG.warning("quarantine purge of %s failed: %s", entry.uuid, exc)
-                    continue
-                self.journal.close_quarantine(entry, "purged_at", now)
-                LOG.info("quarantine purged uuid=%s: %s", entry.uuid, detail)
+        """Purge quarantine entries older than ``retention`` (a dry run only records)."""
+        if self.retention:
+            retention.purge_expired(
+                self.effects, self.journal, self.quarantine_root, now, self.retention, self.dry_run
+            )
 
     def _log_plan(self, plan: Plan) -> None:
         if plan.brake:
@@ -193,6 +185,8 @@ class Agent:
         return notes
 
     def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
+        if step == retention.STEP:
+            return retention.reconciled(self.journal, uuid, self.clock())
         if step == "stop":
             if domain is None or not domain.is_active:
                 return "completed before the interruption (guest not running)"
