@@ -179,7 +179,7 @@ def _restore_libvirt_state(
         # guest is brought back paused from the kept image and saved again.
         conn.restoreFlags(image, None, libvirt.VIR_DOMAIN_SAVE_PAUSED)
         running = saved_running(image)
-        dom.managedSaveFlags(
+        dom.managedSave(
             libvirt.VIR_DOMAIN_SAVE_RUNNING if running else libvirt.VIR_DOMAIN_SAVE_PAUSED
         )
         notes.append("managed-saved again (start resumes it)")

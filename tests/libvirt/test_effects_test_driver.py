@@ -182,7 +182,7 @@ def test_undefine_works_with_bindings_that_lack_newer_flags(
     assert _gone(conn, uuid)
 
 
-def test_undefine_saves_nvram_and_tpm_state_first(
+def test_keep_state_saves_nvram_and_tpm_state_before_the_undefine(
     tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
 ) -> None:
     nvram = tmp_path / "guest_VARS.fd"
@@ -192,9 +192,9 @@ def test_undefine_saves_nvram_and_tpm_state_first(
     tpm.mkdir(parents=True)
     (tpm / "tpm2-00.permall").write_bytes(b"\x02tpm")
     directory = pathlib.Path(effects.quarantine_dir(uuid, STAMP))
-    detail = effects.undefine(uuid, str(directory))
-    assert f"saved NVRAM {nvram}" in detail
-    assert f"saved TPM state {tmp_path / 'swtpm' / uuid}" in detail
+    kept = effects.keep_state(uuid, str(directory))
+    assert (kept.nvram, kept.tpm, kept.managed_save, kept.snapshots) == (True, True, False, ())
+    effects.undefine(uuid, str(directory))
     assert (directory / "nvram").read_bytes() == b"\x01nvram"
     assert (directory / "swtpm" / "tpm2" / "tpm2-00.permall").read_bytes() == b"\x02tpm"
     assert _gone(conn, uuid)
@@ -209,6 +209,7 @@ def test_restore_defines_again_and_copies_missing_nvram_back(
     uuid, before = dom.UUIDString(), dom.XMLDesc(INACTIVE)
     directory = effects.quarantine_dir(uuid, STAMP)
     effects.save_xml(directory, effects.domain_xml(uuid))
+    effects.keep_state(uuid, directory)
     effects.undefine(uuid, directory)
     nvram.unlink()
     entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
