@@ -145,10 +145,12 @@ class Actuator:
         stamp = self._clock().strftime(STAMP_FORMAT)
         directory = self._effects.quarantine_dir(uuid, stamp)
         self._effects.save_xml(directory, self._effects.domain_xml(uuid))
-        kept = self._effects.keep_state(uuid, directory)
         leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
         name = finding.domain.name if finding.domain else ""
-        saved = Manifest(uuid, finding.kind.value, stamp, name, False, tuple(leftovers), kept)
+        saved = Manifest(uuid, finding.kind.value, stamp, name, False, tuple(leftovers))
+        # NOTE: written first, so that even a reap refused below leaves no anonymous directory.
+        self._effects.write_manifest(directory, saved)
+        saved = dataclasses.replace(saved, kept=self._effects.keep_state(uuid, directory))
         self._effects.write_manifest(directory, saved)
         undefined = self._effects.undefine(uuid, directory)
         entry = QuarantineEntry(uuid, stamp, finding.kind.value, directory, False, leftovers)

@@ -39,20 +39,24 @@ class Listed:
     known_from: str
 
 
-def entries(journal: Journal, quarantine_root: str) -> list[QuarantineEntry]:
+def entries(
+    journal: Journal, quarantine_root: str, *, with_copies: bool = False
+) -> list[QuarantineEntry]:
     """Entries still to restore or purge: the journal's, and those only a manifest knows.
 
     A quarantine directory whose manifest the journal does not know (the journal
-    was lost or replaced) counts unless the manifest says it was restored.
+    was lost or replaced) counts unless the manifest says it was restored, or
+    that the reap stopped before the undefine (a mere copy: counted only
+    ``with_copies``, for the retention purge).
     """
     found = journal.quarantine()
     known = {(e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)}
     for on_disk in manifests.scan(quarantine_root):
         saved = on_disk.manifest
-        if saved is None or (saved.uuid, saved.reaped_at) in known:
+        if saved is None or (saved.uuid, saved.reaped_at) in known or saved.restored_at:
             continue
-        if saved.restored_at or not saved.undefined:
-            continue  # restored, or a reap that stopped before the undefine
+        if not saved.undefined and not with_copies:
+            continue
         files = _files_dir(on_disk.directory)
         moved = paths.path_refusal(on_disk.directory, files) is None
         found.append(
@@ -64,11 +68,26 @@ def entries(journal: Journal, quarantine_root: str) -> list[QuarantineEntry]:
     return sorted(found, key=lambda e: (e.reaped_at, e.uuid))
 
 
-def unknown_directories(journal: Journal, quarantine_root: str) -> list[str]:
-    """Quarantine directories neither the journal nor a readable manifest describes: why."""
+def latest(journal: Journal, quarantine_root: str, uuid: str) -> QuarantineEntry | None:
+    """The newest entry of ``uuid`` to restore; None when there is none.
+
+    Raises ``EffectError`` (one line) when the UUID has quarantine directories
+    but none that the journal or a readable manifest describes.
+    """
+    matching = [e for e in entries(journal, quarantine_root) if e.uuid == uuid]
+    if matching:
+        return matching[-1]
+    broken = [f.problem for f in unknown_directories(journal, quarantine_root) if f.uuid == uuid]
+    if broken:
+        raise EffectError(f"restore {uuid}: {broken[-1]}; nothing changed")
+    return None
+
+
+def unknown_directories(journal: Journal, quarantine_root: str) -> list[manifests.Found]:
+    """Quarantine directories neither the journal nor a readable manifest describes."""
     known = {e.path for e in journal.quarantine(include_done=True)}
     return [
-        f.problem
+        f
         for f in manifests.scan(quarantine_root)
         if f.problem is not None and f.directory not in known
     ]

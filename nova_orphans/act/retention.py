@@ -35,9 +35,14 @@ class Purged:
 def expired(
     journal: Journal, quarantine_root: str, now: datetime.datetime, older_than: datetime.timedelta
 ) -> list[QuarantineEntry]:
-    """Entries (the journal's and those only a manifest knows) reaped ``older_than`` ago or more."""
+    """Entries reaped ``older_than`` ago or more: the journal's and those only a manifest knows.
+
+    NOTE: that includes the directories of reaps that stopped before the undefine
+    (the guest stayed defined): after retention they go like every other entry.
+    """
     cutoff = now - older_than
-    return [e for e in quarantine.entries(journal, quarantine_root) if e.reaped_time <= cutoff]
+    listed = quarantine.entries(journal, quarantine_root, with_copies=True)
+    return [e for e in listed if e.reaped_time <= cutoff]
 
 
 def purge_expired(

@@ -14,7 +14,7 @@ from nova_orphans.act import quarantine, retention
 from nova_orphans.act.effects import EffectError
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import common
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 
 def register(commands: Any) -> None:
@@ -117,18 +117,13 @@ def restore_guest(args: argparse.Namespace) -> int:
     """Redefine a reaped guest from its saved XML and move its files back."""
     journal, paths, conf = _journal(args)
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
-    entry = _latest(quarantine.entries(journal, paths.quarantine), args.uuid)
+    entry = quarantine.latest(journal, paths.quarantine, args.uuid)
+    if entry is None:
+        raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
     detail = quarantine.restore(entry, settings.libvirt_uri, settings.instances_path, args.start)
     journal.close_quarantine(entry, "restored_at", common.now())
     print(f"restored {entry.uuid}: {detail}")
     return common.EXIT_OK
-
-
-def _latest(entries: list[QuarantineEntry], uuid: str) -> QuarantineEntry:
-    matching = [e for e in entries if e.uuid == uuid]
-    if not matching:
-        raise config.ConfigError(f"no restorable quarantine entry for {uuid}")
-    return matching[-1]
 
 
 def purge_quarantine(args: argparse.Namespace) -> int:
@@ -140,7 +135,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
     journal, paths, conf = _journal(args)
     unknown = quarantine.unknown_directories(journal, paths.quarantine)
     if unknown:
-        raise EffectError(f"{unknown[0]}; nothing purged (repair or remove it by hand)")
+        raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
     effects = cli_agent.build_effects(conf, config.host_settings(conf), paths, args.dry_run)
     try:
         purged = retention.purge_expired(
