@@ -256,6 +256,7 @@ class SimulatedEffects:
         self.host.manifests.pop(directory, None)
         if os.path.isdir(directory):
             shutil.rmtree(directory)
+        self._done("purge", uuid)
         return f"purged {directory}"
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import libvirt
 import pytest
 
-from nova_orphans.act import live, quarantine
+from nova_orphans.act import live, manifest, quarantine
 from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.record.journal import QuarantineEntry
@@ -75,7 +75,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
         if dom.isActive():
             dom.destroy()
         if persistent:
-            dom.undefine()
+            live.undefine_with_fallback(dom)  # with its managed save and snapshots
 
 
 @pytest.fixture
@@ -222,6 +222,66 @@ def test_restore_defines_again_and_copies_missing_nvram_back(
 
     with pytest.raises(EffectError, match="has this UUID again"):
         quarantine.restore(entry, URI, str(tmp_path / "instances"))
+
+
+# --- state a restore needs (docs/design.md rule 16) -----------------------------------
+
+
+def _snapshots(dom: libvirt.virDomain) -> dict[str, str]:
+    secure = libvirt.VIR_DOMAIN_SNAPSHOT_XML_SECURE
+    return {s.getName(): s.getXMLDesc(secure) for s in dom.listAllSnapshots(0)}
+
+
+def test_snapshots_are_kept_and_redefined_parents_first_with_the_current_one(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    for name in ("base", "child", "grandchild"):
+        dom.snapshotCreateXML(f"<domainsnapshot><name>{name}</name></domainsnapshot>", 0)
+    dom.revertToSnapshot(dom.snapshotLookupByName("child", 0), 0)
+    before = _snapshots(dom)
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    kept = effects.keep_state(uuid, directory)
+    assert (kept.snapshots, kept.current_snapshot) == (("base", "child", "grandchild"), "child")
+    effects.write_manifest(directory, manifest.Manifest(uuid, "unknown", STAMP, "x", kept=kept))
+    effects.undefine(uuid, directory)
+    assert _gone(conn, uuid)
+
+    entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
+    detail = quarantine.restore(entry, URI, str(tmp_path / "instances"))
+    assert "redefined 3 snapshot(s), 0 checkpoint(s)" in detail
+    restored = conn.lookupByUUIDString(uuid)
+    assert _snapshots(restored) == before
+    assert restored.snapshotCurrent(0).getName() == "child"
+
+
+def test_a_snapshot_taken_after_the_state_was_kept_stops_the_undefine(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.keep_state(uuid, directory)
+    dom.snapshotCreateXML("<domainsnapshot><name>late</name></domainsnapshot>", 0)
+    with pytest.raises(EffectError, match="its snapshots changed since its state was kept"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["late"]
+
+
+def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=True)
+    dom.managedSave()  # the test driver keeps no image file at all
+    uuid = dom.UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    with pytest.raises(EffectError, match=r"has a managed-save image .* not reaped"):
+        effects.keep_state(uuid, directory)
+    with pytest.raises(EffectError, match="gained a managed-save image"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and dom.hasManagedSaveImage(0)
 
 
 # --- dry run ---------------------------------------------------------------------------
