@@ -263,6 +263,47 @@ def test_a_managed_saved_guest_comes_back_managed_saved_and_resumes(
     assert not restored.hasManagedSaveImage(0)
 
 
+def test_a_managed_saved_guest_restored_with_start_resumes_from_its_saved_state(
+    qemu_system_uri: str,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    instances: str,
+) -> None:
+    dom = define(running=True)
+    uuid = dom.UUIDString()
+    dom.managedSave()
+    entry = _reap(effects, uuid)
+    detail = quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    assert detail.endswith("resumed from its managed-save image")
+    restored = conn.lookupByUUIDString(uuid)
+    assert restored.state()[0] == libvirt.VIR_DOMAIN_RUNNING
+    assert restored.state()[1] == libvirt.VIR_DOMAIN_RUNNING_RESTORED
+
+
+def test_a_guest_with_checkpoints_comes_back_with_the_same_checkpoints(
+    qemu_system_uri: str,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    instances: str,
+) -> None:
+    uuid, _ = _qcow2_guest(define, instances)
+    dom = conn.lookupByUUIDString(uuid)
+    dom.create()  # NOTE: this libvirt creates checkpoints of running guests only
+    dom.checkpointCreateXML("<domaincheckpoint><name>backup-1</name></domaincheckpoint>", 0)
+    dom.checkpointCreateXML("<domaincheckpoint><name>backup-2</name></domaincheckpoint>", 0)
+    dom.destroy()
+    before = {c.getName(): _canonical(c.getXMLDesc(0)) for c in dom.listAllCheckpoints(0)}
+
+    entry = _reap(effects, uuid, files=True)
+    assert manifest.read(entry.path).kept.checkpoints == ("backup-1", "backup-2")
+    quarantine.restore(entry, qemu_system_uri, instances)
+    restored = conn.lookupByUUIDString(uuid)
+    after = {c.getName(): _canonical(c.getXMLDesc(0)) for c in restored.listAllCheckpoints(0)}
+    assert after == before
+
+
 def test_a_managed_save_image_that_cannot_be_kept_stops_the_reap(
     qemu_system_uri: str,
     conn: libvirt.virConnect,
