@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from nova_orphans import exits, pipeline
-from nova_orphans.act import retention
+from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
@@ -187,6 +187,8 @@ class Agent:
     def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
         if step == retention.STEP:
             return retention.reconciled(self.journal, uuid, self.clock())
+        if step == quarantine.RESTORE_STEP:
+            return quarantine.reconciled(self.journal, uuid, defined=domain is not None)
         if step == "stop":
             if domain is None or not domain.is_active:
                 return "completed before the interruption (guest not running)"

@@ -17,12 +17,14 @@ import os
 import shutil
 import struct
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 import libvirt
 
 from nova_orphans.act import live, paths
 from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError
+from nova_orphans.core.model import Kind
 from nova_orphans.observe import hypervisor
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
@@ -163,6 +165,49 @@ def restore(
     if saved is not None:
         _mark(directory, saved, "restored", start)
     return f"restored {entry.uuid}: " + "; ".join(notes)
+
+
+#: The journal's name for a restore step.
+RESTORE_STEP = "restore"
+
+
+def restore_journaled(
+    journal: Journal,
+    entry: QuarantineEntry,
+    uri: str,
+    instances_path: str,
+    start: bool,
+    now: Callable[[], datetime.datetime],
+) -> str:
+    """``restore``, journaled like every step: an intent before, its outcome after.
+
+    The entry is closed as restored only once the restore succeeded; a restore
+    that failed and was undone leaves it restorable, as it is.
+    """
+    intent = journal.begin(entry.uuid, Kind(entry.kind), RESTORE_STEP, False, now())
+    try:
+        detail = restore(entry, uri, instances_path, start)
+    except EffectError as exc:
+        journal.finish(intent, "failed", str(exc), now())
+        raise
+    if (entry.uuid, entry.reaped_at) not in {
+        (e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)
+    }:
+        journal.add_quarantine(entry)  # an entry only its manifest knew
+    journal.close_quarantine(entry, "restored_at", now())
+    journal.finish(intent, "done", detail, now())
+    return detail
+
+
+def reconciled(journal: Journal, uuid: str, defined: bool) -> str:
+    """What a restore a crash interrupted left behind (the entry stays as it is)."""
+    where = ", ".join(e.path for e in journal.quarantine() if e.uuid == uuid) or "gone"
+    if defined:
+        return (
+            "interrupted after the define: the guest is defined again; what it had besides "
+            f"(snapshots, managed save) is still in the quarantine ({where})"
+        )
+    return f"interrupted before the define: the guest is not defined; quarantine {where}"
 
 
 def _restore_libvirt_state(

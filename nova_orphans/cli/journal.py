@@ -120,8 +120,9 @@ def restore_guest(args: argparse.Namespace) -> int:
     entry = quarantine.latest(journal, paths.quarantine, args.uuid)
     if entry is None:
         raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
-    detail = quarantine.restore(entry, settings.libvirt_uri, settings.instances_path, args.start)
-    journal.close_quarantine(entry, "restored_at", common.now())
+    detail = quarantine.restore_journaled(
+        journal, entry, settings.libvirt_uri, settings.instances_path, args.start, common.now
+    )
     print(f"restored {entry.uuid}: {detail}")
     return common.EXIT_OK
 

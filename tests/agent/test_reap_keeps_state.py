@@ -171,3 +171,20 @@ def test_a_purge_a_crash_interrupted_is_reconciled_and_not_repeated(tmp_path, go
     left = [e.uuid for e in world.journal.quarantine()]
     assert left == ([] if gone else [OLD])
     assert (tmp_path / directory).exists() is not gone
+
+
+@pytest.mark.parametrize("defined", [True, False], ids=["defined again", "not defined"])
+def test_a_restore_a_crash_interrupted_is_reconciled_truthfully(tmp_path, defined):
+    world = SimWorld(tmp_path)
+    gone = _reaped(world)
+    world.cycle()  # reaped
+    (entry,) = world.journal.quarantine()
+    world.journal.begin(gone, Kind.DELETED, "restore", False, world.now)
+    if defined:
+        world.hv.restore(gone)
+    (note,) = world.agent.reconcile()
+    assert ("interrupted after the define" in note) is defined
+    assert ("interrupted before the define" in note) is not defined
+    assert entry.path in note
+    assert world.journal.open_intents() == []
+    assert [e.uuid for e in world.journal.quarantine()] == [gone]

@@ -7,6 +7,7 @@ copy kept is refused in one line with nothing changed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import pathlib
 
@@ -200,3 +201,54 @@ def test_quarantine_list_says_whether_each_entry_is_restorable_and_what_it_holds
     old, young = capsys.readouterr().out.splitlines()
     assert f"{OLD}  deleted   restorable: xml, files, managed-save, 1 snapshot" in old
     assert f"{YOUNG}  deleted   NOT restorable: backing file {base} is missing" in young
+
+
+def test_restore_is_journaled_and_closes_the_entry(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import libvirt
+
+    from nova_orphans.act import live
+    from tests import worlds
+
+    uuid = worlds.random_uuid()
+    conn = libvirt.open("test:///default")
+    conn.defineXML(
+        f"<domain type='test'><name>{worlds.instance_name()}</name><uuid>{uuid}</uuid>"
+        "<memory unit='KiB'>32768</memory><os><type>hvm</type></os></domain>"
+    )
+    effects = live.LiveEffects("test:///default", str(state.instances), str(state.quarantine))
+    stamp = "20240501T120000Z"
+    directory = effects.quarantine_dir(uuid, stamp)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    saved = Manifest(uuid, "unknown", stamp, "x", kept=effects.keep_state(uuid, directory))
+    effects.undefine(uuid, directory)
+    effects.write_manifest(directory, dataclasses.replace(saved, undefined=True))
+    effects.close()
+    try:
+        assert state.run("restore", uuid) == 0
+        assert conn.lookupByUUIDString(uuid).isPersistent()
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
+        conn.close()
+    with state.journal() as journal:
+        (intent,) = journal.history(uuid)
+        assert (intent.step, intent.outcome) == ("restore", "done")
+        (entry,) = journal.quarantine(include_done=True)
+        assert entry.restored_at is not None
+    capsys.readouterr()
+    assert state.run("quarantine", "list") == 0
+    assert uuid not in capsys.readouterr().out
+
+
+def test_a_refused_restore_is_journaled_as_failed(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = state.entry(OLD, 1, journal=True)
+    (directory / "files").rename(directory / "elsewhere")
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert "its instance files are not in" in _one_line(capsys)
+    with state.journal() as journal:
+        (intent,) = journal.history(OLD)
+        assert (intent.step, intent.outcome) == ("restore", "failed")
+        assert [e.uuid for e in journal.quarantine()] == [OLD]
