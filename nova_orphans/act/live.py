@@ -216,10 +216,16 @@ class LiveEffects:
         return True
 
     def _keep_backing_chain(self, uuid: str, xml: str, directory: str) -> tuple[BackingFile, ...]:
-        """Keep every backing file of the disks that lies outside the instance directory."""
+        """Keep every backing file of the guest's own disks that lies outside its directory.
+
+        NOTE: only disks in ``<instances_path>/<uuid>/`` are Nova's image-backed
+        disks (on ``_base``); volumes are Cinder's and are listed as leftovers.
+        """
         own = os.path.join(self._instances_path, uuid) + os.sep
         kept: list[BackingFile] = []
         for disk in disk_files(xml):
+            if not os.path.abspath(disk).startswith(own):
+                continue
             for path in backing_chain(disk):
                 if path.startswith(own) or any(b.path == path for b in kept):
                     continue
@@ -480,7 +486,8 @@ def backing_chain(path: str) -> list[str]:
 def _link_or_copy(source: str, target: str) -> str:
     """Hard-link ``source`` as ``target`` (no space used); copy it across file systems."""
     try:
-        os.link(source, target, follow_symlinks=False)
+        # NOTE: a symlinked base is linked by its data, never as a symlink.
+        os.link(source, target, follow_symlinks=True)
         how = "hard link"
     except OSError as err:
         if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):

@@ -7,6 +7,7 @@ the domains defined here are ours (random UUIDs) and are removed afterwards.
 from __future__ import annotations
 
 import pathlib
+import subprocess
 from collections.abc import Callable, Iterator
 
 import libvirt
@@ -282,6 +283,63 @@ def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
     with pytest.raises(EffectError, match="gained a managed-save image"):
         effects.undefine(uuid, directory)
     assert dom.isPersistent() and dom.hasManagedSaveImage(0)
+
+
+def test_the_backing_chain_of_the_guests_own_disk_is_kept_and_a_volumes_is_not(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, effects: live.LiveEffects
+) -> None:
+    uuid = worlds.random_uuid()
+    instances = tmp_path / "instances"
+    (instances / "_base").mkdir()
+    (instances / uuid).mkdir()
+    volumes = tmp_path / "cinder-nfs"
+    volumes.mkdir()
+    create = ["qemu-img", "create", "-q", "-f", "qcow2"]
+    for base, top in (
+        (instances / "_base" / "image", instances / uuid / "disk"),
+        (volumes / "volume-1", volumes / "volume-1.snap"),
+    ):
+        subprocess.run([*create, str(base), "1M"], check=True)
+        subprocess.run([*create, "-F", "qcow2", "-b", str(base), str(top)], check=True)
+    disks = worlds.file_disk(str(instances / uuid / "disk")) + worlds.file_disk(
+        str(volumes / "volume-1.snap"), "vdb"
+    )
+    xml = _xml(uuid, worlds.instance_name(), None).replace(
+        "</os>", f"</os><devices>{disks}</devices>"
+    )
+    conn.defineXML(xml)
+    try:
+        directory = effects.quarantine_dir(uuid, STAMP)
+        kept = effects.keep_state(uuid, directory)
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
+    (backing,) = kept.backing
+    assert (backing.path, backing.kept, backing.how) == (
+        str(instances / "_base" / "image"), "0-image", "hard link",
+    )  # fmt: skip
+    kept_copy = pathlib.Path(directory) / "backing" / "0-image"
+    assert kept_copy.stat().st_ino == (instances / "_base" / "image").stat().st_ino
+
+
+def test_an_unreadable_backing_chain_stops_the_reap(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = worlds.random_uuid()
+    (tmp_path / "instances" / uuid).mkdir()
+    disk = tmp_path / "instances" / uuid / "disk"
+    disk.write_bytes(b"\0" * 4096)
+    devices = f"<devices>{worlds.file_disk(str(disk))}</devices>"
+    conn.defineXML(_xml(uuid, worlds.instance_name(), None).replace("</os>", f"</os>{devices}"))
+    monkeypatch.setattr(live, "QEMU_IMG", "/nonexistent/qemu-img")
+    try:
+        with pytest.raises(EffectError, match="cannot read the backing chain of"):
+            effects.keep_state(uuid, effects.quarantine_dir(uuid, STAMP))
+        assert conn.lookupByUUIDString(uuid).isPersistent()
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
 
 
 # --- dry run ---------------------------------------------------------------------------
