@@ -342,6 +342,69 @@ def test_an_unreadable_backing_chain_stops_the_reap(
         conn.lookupByUUIDString(uuid).undefine()
 
 
+def _reaped(effects: live.LiveEffects, uuid: str) -> QuarantineEntry:
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    kept = effects.keep_state(uuid, directory)
+    effects.undefine(uuid, directory)
+    saved = manifest.Manifest(uuid, "unknown", STAMP, "x", kept=kept, undefined=True)
+    effects.write_manifest(directory, saved)
+    return QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
+
+
+def _start_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def create(self: libvirt.virDomain, flags: int = 0) -> int:
+        raise libvirt.libvirtError("internal error: process exited while connecting to monitor")
+
+    monkeypatch.setattr(libvirt.virDomain, "create", create)
+
+
+def test_a_restore_whose_start_fails_and_whose_undo_fails_says_so_everywhere(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = define(running=False).UUIDString()
+    entry = _reaped(effects, uuid)
+    _start_fails(monkeypatch)
+
+    def undefine_refused(dom: libvirt.virDomain) -> str:
+        raise libvirt.libvirtError("Requested operation is not valid: domain is locked")
+
+    monkeypatch.setattr(live, "undefine_with_fallback", undefine_refused)
+    with pytest.raises(EffectError, match=r"start failed: .*undoing failed too") as raised:
+        quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert "the guest is defined in libvirt, not started" in str(raised.value)
+    assert conn.lookupByUUIDString(uuid).isPersistent()
+    saved = manifest.read(entry.path)
+    assert saved.restore_state is not None
+    assert saved.restore_state.startswith("defined again, start failed, undoing failed")
+    # The entry is no longer offered as restorable, and says why.
+    with pytest.raises(EffectError, match=r"not restorable: defined again, start failed"):
+        quarantine.restore(entry, URI, str(tmp_path / "instances"))
+
+
+def test_a_restore_whose_start_fails_is_undone_on_the_test_driver_too(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = define(running=False).UUIDString()
+    entry = _reaped(effects, uuid)
+    with monkeypatch.context() as patched:
+        _start_fails(patched)
+        with pytest.raises(EffectError, match=r"undone, the guest is quarantined again"):
+            quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert _gone(conn, uuid)
+    assert manifest.read(entry.path).restore_state is None
+    quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert conn.lookupByUUIDString(uuid).isActive()
+
+
 # --- dry run ---------------------------------------------------------------------------
 
 
