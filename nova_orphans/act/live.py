@@ -147,16 +147,19 @@ class LiveEffects:
             if _is_active(dom):
                 raise EffectError(f"keep the state of {uuid}: the domain is running; stop it first")
             xml = dom.XMLDesc(_XML_FLAGS)
+            # NOTE: what may refuse the reap comes first, so a refusal copies little.
+            managed_save = self._keep_managed_save(dom, target)
+            backing = self._keep_backing_chain(uuid, xml, target)
             nvram, tpm = self._save_state_files(uuid, xml, target)
             snapshots, current = _keep_snapshots(dom, target)
             kept = Kept(
                 nvram=nvram,
                 tpm=tpm,
-                managed_save=self._keep_managed_save(dom, target),
+                managed_save=managed_save,
                 snapshots=snapshots,
                 current_snapshot=current,
                 checkpoints=_keep_checkpoints(dom, target),
-                backing=self._keep_backing_chain(uuid, xml, target),
+                backing=backing,
             )
             fsync_path(target)
         return kept
