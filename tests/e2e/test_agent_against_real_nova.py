@@ -761,6 +761,7 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
             agent.history(victim),
             ("reap", "unknown"),
             ("stop", "unknown"),
+            ("restore", "deleted"),  # the operator's restore is journaled like every step
             ("reap", "deleted"),
             ("stop", "deleted"),
         )
