@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from nova_orphans import exits, pipeline
-from nova_orphans.act import quarantine
+from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
-from nova_orphans.act.effects import EffectError, Effects
+from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Domain, NovaView, Selector
@@ -86,8 +86,8 @@ class Agent:
     instances_path: str = "/var/lib/nova/instances"
     #: Where nova-compute keeps its compute_id (nova.conf's directory, state_path).
     compute_id_dirs: tuple[str, ...] = ()
-    #: Days a quarantine entry is kept before the agent purges it; 0 keeps it forever.
-    retention_days: int = 0
+    #: How long a quarantine entry is kept before the agent purges it; 0 keeps it forever.
+    retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
     dry_run: bool = False
     stop_timeout: float = 60.0
@@ -157,19 +157,11 @@ class Agent:
         return CycleResult(report, plan, tuple(outcomes))
 
     def _purge_expired(self, now: datetime.datetime) -> None:
-        """Drop quarantine entries older than ``retention_days`` (never in a dry run)."""
-        if not self.retention_days or self.dry_run:
-            return
-        cutoff = now - datetime.timedelta(days=self.retention_days)
-        for entry in self.journal.quarantine():
-            if entry.reaped_time <= cutoff:
-                try:
-                    detail = quarantine.purge(entry, self.quarantine_root)
-                except EffectError as exc:
-                    LOG.warning("quarantine purge of %s failed: %s", entry.uuid, exc)
-                    continue
-                self.journal.close_quarantine(entry, "purged_at", now)
-                LOG.info("quarantine purged uuid=%s: %s", entry.uuid, detail)
+        """Purge quarantine entries older than ``retention`` (a dry run only records)."""
+        if self.retention:
+            retention.purge_expired(
+                self.effects, self.journal, self.quarantine_root, now, self.retention, self.dry_run
+            )
 
     def _log_identity(self, verdict: Verdict) -> None:
         self.metrics.identity_verified.set(1 if verdict.verified else 0)
@@ -222,6 +214,10 @@ class Agent:
         return notes
 
     def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
+        if step == retention.STEP:
+            return retention.reconciled(self.journal, uuid, self.clock())
+        if step == quarantine.RESTORE_STEP:
+            return quarantine.reconciled(self.journal, uuid, defined=domain is not None)
         if step == "stop":
             if domain is None or not domain.is_active:
                 return "completed before the interruption (guest not running)"

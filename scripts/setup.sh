@@ -20,7 +20,8 @@ apt_install() {
 
 apt_install pkg-config libvirt-dev gcc python3-dev python3-venv
 if [ "$WITH_TESTS" = 1 ]; then
-    apt_install libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86
+    apt_install libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 \
+        qemu-utils
 fi
 
 PYTHON=${PYTHON:-python3}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from nova_orphans.act.effects import EffectError, Effects
+from nova_orphans.act.manifest import Manifest
 from nova_orphans.core.classify import classify
 from nova_orphans.core.decide import Decision, Plan
 from nova_orphans.core.leftovers import leftovers as core_leftovers
@@ -129,31 +130,44 @@ class Actuator:
         return self._reap(decision.finding)
 
     def _reap(self, finding: Finding) -> str:
-        """Quarantine the XML, undefine, then (deleted/unknown only) move the files.
+        """Quarantine the XML and state, write the manifest, undefine, then move the files.
 
-        NOTE: undefine comes before the file move so that a failure can never
-        leave a defined domain pointing at files that were moved away; and the
-        quarantine entry is journaled as soon as the domain is undefined, so a
-        failed file move still leaves the guest restorable.
+        NOTE: everything a restore needs (managed save, snapshots, backing chain…)
+        is kept and the manifest written before the undefine, so a guest whose
+        state cannot be kept is not reaped (docs/design.md rule 16) and a crash
+        after the undefine leaves a self-describing quarantine. Undefine comes
+        before the file move so that a failure can never leave a defined domain
+        pointing at files that were moved away; the quarantine entry is journaled
+        as soon as the domain is undefined, so a failed file move still leaves the
+        guest restorable. Files move only for deleted/unknown.
         """
+        uuid = finding.uuid
         stamp = self._clock().strftime(STAMP_FORMAT)
-        directory = self._effects.quarantine_dir(finding.uuid, stamp)
-        self._effects.save_xml(directory, self._effects.domain_xml(finding.uuid))
-        undefined = self._effects.undefine(finding.uuid, directory)
+        directory = self._effects.quarantine_dir(uuid, stamp)
+        self._effects.save_xml(directory, self._effects.domain_xml(uuid))
         leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
-        entry = QuarantineEntry(
-            finding.uuid, stamp, finding.kind.value, directory, False, leftovers
-        )
+        name = finding.domain.name if finding.domain else ""
+        saved = Manifest(uuid, finding.kind.value, stamp, name, False, tuple(leftovers))
+        # NOTE: written first, so that even a reap refused below leaves no anonymous directory.
+        self._effects.write_manifest(directory, saved)
+        saved = dataclasses.replace(saved, kept=self._effects.keep_state(uuid, directory))
+        self._effects.write_manifest(directory, saved)
+        undefined = self._effects.undefine(uuid, directory)
+        entry = QuarantineEntry(uuid, stamp, finding.kind.value, directory, False, leftovers)
         if not self._dry_run:
             self._journal.add_quarantine(entry)
+        saved = dataclasses.replace(saved, undefined=True)
+        self._effects.write_manifest(directory, saved)
+        files_detail = "files left in place: the live copy may use them"
         if finding.kind in FILES_MAY_MOVE:
-            files = self._effects.move_instance_files(finding.uuid, directory)
-            if files.moved and not self._dry_run:
-                self._journal.mark_files_moved(entry)
+            files = self._effects.move_instance_files(uuid, directory)
             files_detail = files.detail
-        else:
-            files_detail = "files left in place: the live copy may use them"
-        return f"{undefined}; {files_detail}" + (
+            if files.moved:
+                saved = dataclasses.replace(saved, files_moved=True)
+                if not self._dry_run:
+                    self._journal.mark_files_moved(entry)
+                self._effects.write_manifest(directory, saved)
+        return f"{undefined}; kept {saved.holds()}; {files_detail}" + (
             f"; left for the operator: {', '.join(leftovers)}" if leftovers else ""
         )
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from nova_orphans.act.manifest import Kept, Manifest
+
 
 class EffectError(Exception):
     """A side effect failed; the message says what and why, in one line."""
@@ -51,11 +53,24 @@ class Effects(Protocol):
     def save_xml(self, directory: str, xml: str) -> None:
         """Write the domain XML into the quarantine directory, durably."""
 
+    def keep_state(self, uuid: str, directory: str) -> Kept:
+        """Put aside in ``directory`` everything a restore needs besides the XML.
+
+        NVRAM/TPM state, the managed-save image, every snapshot's and checkpoint's
+        XML, and a copy (a hard link where possible) of every backing file the
+        disks need outside the instance directory. Raises when any of it cannot
+        be kept: the guest must then not be reaped (docs/design.md rule 16).
+        """
+
+    def write_manifest(self, directory: str, manifest: Manifest) -> None:
+        """Write the quarantine directory's own manifest, durably."""
+
     def undefine(self, uuid: str, directory: str) -> str:
         """Undefine the domain, with its managed save, snapshot and checkpoint metadata.
 
-        NVRAM/TPM state files are copied into ``directory`` before they are kept
-        or removed. Falls back cleanly when the driver rejects a flag.
+        Refuses when the guest gained state that ``keep_state`` did not put into
+        ``directory`` (a managed save, a snapshot). Falls back cleanly when the
+        driver rejects a flag.
         """
 
     def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
@@ -68,6 +83,13 @@ class Effects(Protocol):
 
     def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:
         """Every quarantine directory of ``uuid`` that holds its saved XML, oldest first."""
+
+    def purge(self, uuid: str, directory: str) -> str:
+        """Delete the quarantine directory ``<quarantine_root>/<uuid>/<stamp>`` for good.
+
+        The only irreversible step. Nothing else is removed and no symlink is
+        followed; a directory that is already gone is not an error.
+        """
 
     def close(self) -> None:
         """Release what the effects hold (a libvirt connection); safe to call twice."""

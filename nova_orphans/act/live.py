@@ -10,17 +10,33 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import json
 import operator
 import os
 import re
 import shutil
+import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import libvirt
 
+from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
+from nova_orphans.act.manifest import (
+    BACKING_DIR,
+    CHECKPOINTS_DIR,
+    FILES_DIR,
+    MANAGED_SAVE_FILE,
+    NVRAM_FILE,
+    SNAPSHOTS_DIR,
+    TPM_DIR,
+    XML_FILE,
+    BackingFile,
+    Kept,
+    Manifest,
+)
 from nova_orphans.act.paths import (
     DEFAULT_MOUNTS_FILE,
     first_symlink,
@@ -34,8 +50,9 @@ from nova_orphans.act.paths import (
 from nova_orphans.observe import hypervisor
 
 DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
-#: File names inside a quarantine directory.
-XML_FILE, NVRAM_FILE, TPM_DIR, FILES_DIR = "domain.xml", "nvram", "swtpm", "files"
+#: Where libvirt's QEMU driver (qemu:///system) keeps ``<name>.save``, the managed-save image.
+DEFAULT_MANAGED_SAVE_DIR = "/var/lib/libvirt/qemu/save"
+QEMU_IMG = "qemu-img"
 
 _XML_FLAGS = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
 # Undefine flags in the order they are given up when the driver rejects them.
@@ -68,6 +85,7 @@ class LiveEffects:
         *,
         mounts_file: str = DEFAULT_MOUNTS_FILE,
         swtpm_root: str = DEFAULT_SWTPM_ROOT,
+        managed_save_dir: str = DEFAULT_MANAGED_SAVE_DIR,
     ) -> None:
         self._uri = uri
         self._instances_path = os.path.abspath(instances_path)
@@ -75,6 +93,7 @@ class LiveEffects:
         self._allow_shared_storage = allow_shared_storage
         self._mounts_file = mounts_file
         self._swtpm_root = swtpm_root
+        self._managed_save_dir = managed_save_dir
         self._conn: libvirt.virConnect | None = None
 
     def close(self) -> None:
@@ -120,8 +139,39 @@ class LiveEffects:
         with self._errors(f"read the XML of {uuid}"):
             return str(dom.XMLDesc(_XML_FLAGS))
 
+    def keep_state(self, uuid: str, directory: str) -> Kept:
+        """Keep NVRAM/TPM, managed save, snapshots, checkpoints and backing files; refuse if not."""
+        target = self._checked_quarantine(directory)
+        dom = self._domain(uuid)
+        with self._errors(f"keep the state of {uuid}"):
+            if _is_active(dom):
+                raise EffectError(f"keep the state of {uuid}: the domain is running; stop it first")
+            xml = dom.XMLDesc(_XML_FLAGS)
+            # NOTE: what may refuse the reap comes first, so a refusal copies little.
+            managed_save = self._keep_managed_save(dom, target)
+            backing = self._keep_backing_chain(uuid, xml, target)
+            nvram, tpm = self._save_state_files(uuid, xml, target)
+            snapshots, current = _keep_snapshots(dom, target)
+            kept = Kept(
+                nvram=nvram,
+                tpm=tpm,
+                managed_save=managed_save,
+                snapshots=snapshots,
+                current_snapshot=current,
+                checkpoints=_keep_checkpoints(dom, target),
+                backing=backing,
+            )
+            fsync_path(target)
+        return kept
+
+    def write_manifest(self, directory: str, manifest: Manifest) -> None:
+        """Write ``manifest.json`` (0600) into the quarantine directory, fsynced."""
+        target = self._checked_quarantine(directory)
+        with self._errors("write the quarantine manifest"):
+            manifests.write(target, manifest)
+
     def undefine(self, uuid: str, directory: str) -> str:
-        """Copy NVRAM/TPM state into ``directory``, then undefine; refuse an active domain."""
+        """Undefine once ``keep_state`` kept everything; refuse an active domain."""
         target = self._checked_quarantine(directory)
         dom = self._domain(uuid)
         with self._errors(f"undefine {uuid}"):
@@ -129,30 +179,64 @@ class LiveEffects:
                 # NOTE: undefining a running persistent domain makes it transient:
                 # it would vanish, unrestorable, when it stops.
                 raise EffectError(f"undefine {uuid}: the domain is running; stop it first")
+            gained = _state_not_kept(dom, target)
+            if gained:
+                # NOTE: the undefine flags would delete it; docs/design.md rule 16.
+                raise EffectError(
+                    f"undefine {uuid}: {gained} since its state was kept; not undefined"
+                )
             xml = dom.XMLDesc(_XML_FLAGS)
-            notes = self._save_state_files(uuid, xml, target)
-            notes.insert(0, _undefine_with_fallback(dom))
+            detail = undefine_with_fallback(dom)
             self._check_still_undefined(uuid, xml)
-        return "; ".join(notes)
+        return detail
 
-    def _save_state_files(self, uuid: str, xml: str, directory: str) -> list[str]:
-        notes = []
+    def _save_state_files(self, uuid: str, xml: str, directory: str) -> tuple[bool, bool]:
         nvram = nvram_path(xml)
-        if nvram is not None:
-            if os.path.isfile(nvram):
-                copied = os.path.join(directory, NVRAM_FILE)
-                shutil.copy2(nvram, copied)
-                os.chmod(copied, 0o600)
-                fsync_path(copied)
-                notes.append(f"saved NVRAM {nvram}")
-            else:
-                notes.append(f"no NVRAM file at {nvram}")
+        nvram_kept = nvram is not None and os.path.isfile(nvram)
+        if nvram_kept:
+            assert nvram is not None
+            copied = os.path.join(directory, NVRAM_FILE)
+            shutil.copy2(nvram, copied)
+            os.chmod(copied, 0o600)
+            fsync_path(copied)
         tpm = os.path.join(self._swtpm_root, uuid)
-        if os.path.isdir(tpm) and not os.path.islink(tpm):
+        tpm_kept = os.path.isdir(tpm) and not os.path.islink(tpm)
+        if tpm_kept:
             shutil.copytree(tpm, os.path.join(directory, TPM_DIR), symlinks=True)
-            notes.append(f"saved TPM state {tpm}")
-        fsync_path(directory)
-        return notes
+        return nvram_kept, tpm_kept
+
+    def _keep_managed_save(self, dom: libvirt.virDomain, directory: str) -> bool:
+        """Hard-link (or copy) libvirt's managed-save image into the quarantine."""
+        if not dom.hasManagedSaveImage(0):
+            return False
+        image = os.path.join(self._managed_save_dir, f"{dom.name()}.save")
+        if not os.path.isfile(image) or os.path.islink(image):
+            raise EffectError(
+                f"keep the state of {dom.UUIDString()}: it has a managed-save image (its saved "
+                f"RAM state) but not at {image}; not reaped, the image would be lost"
+            )
+        _link_or_copy(image, os.path.join(directory, MANAGED_SAVE_FILE))
+        return True
+
+    def _keep_backing_chain(self, uuid: str, xml: str, directory: str) -> tuple[BackingFile, ...]:
+        """Keep every backing file of the guest's own disks that lies outside its directory.
+
+        NOTE: only disks in ``<instances_path>/<uuid>/`` are Nova's image-backed
+        disks (on ``_base``); volumes are Cinder's and are listed as leftovers.
+        """
+        own = os.path.join(self._instances_path, uuid) + os.sep
+        kept: list[BackingFile] = []
+        for disk in disk_files(xml):
+            if not os.path.abspath(disk).startswith(own):
+                continue
+            for path in backing_chain(disk):
+                if path.startswith(own) or any(b.path == path for b in kept):
+                    continue
+                name = f"{len(kept)}-{os.path.basename(path)}"
+                os.makedirs(os.path.join(directory, BACKING_DIR), mode=0o700, exist_ok=True)
+                how = _link_or_copy(path, os.path.join(directory, BACKING_DIR, name))
+                kept.append(BackingFile(path, name, how, os.path.getsize(path)))
+        return tuple(kept)
 
     def _check_still_undefined(self, uuid: str, xml: str) -> None:
         """Catch a guest started between our check and the undefine: define it again."""
@@ -164,6 +248,28 @@ class LiveEffects:
             raise
         self._connection().defineXML(xml)
         raise EffectError(f"undefine {uuid}: the domain was started meanwhile; defined it again")
+
+    def purge(self, uuid: str, directory: str) -> str:
+        """Delete ``<quarantine_root>/<uuid>/<stamp>`` for good, and its UUID directory if empty."""
+        path, root = os.path.abspath(directory), self._quarantine_root
+        if not is_canonical_uuid(uuid):
+            raise EffectError(f"purge: {uuid!r} is not a canonical UUID")
+        if not os.path.lexists(path):
+            return f"nothing to purge: {path} is gone"
+        refusal = path_refusal(root, path)
+        if refusal is None and os.path.relpath(path, root).split(os.sep)[:-1] != [uuid]:
+            refusal = f"{path} is not a quarantine directory of {uuid} under {root}"
+        if refusal:
+            raise EffectError(f"purge {uuid}: {refusal}")
+        # NOTE: on Linux rmtree works on directory descriptors and never follows a
+        # symlink it meets inside the tree (shutil.rmtree.avoids_symlink_attacks).
+        try:
+            shutil.rmtree(path)
+        except OSError as err:
+            raise EffectError(f"purge {uuid}: {os_reason(err)}") from err
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(path))  # the UUID's directory, once empty
+        return f"purged {path}"
 
     def _domain(self, uuid: str) -> libvirt.virDomain:
         try:
@@ -303,7 +409,7 @@ def nvram_path(xml: str) -> str | None:
     return text or None
 
 
-def _undefine_with_fallback(dom: libvirt.virDomain) -> str:
+def undefine_with_fallback(dom: libvirt.virDomain) -> str:
     """Undefine with every flag the driver accepts, giving them up one by one."""
     flags = [
         (label, getattr(libvirt, name)) for label, name in _UNDEFINE_FLAGS if hasattr(libvirt, name)
@@ -334,3 +440,114 @@ def _wait_shut_off(dom: libvirt.virDomain, deadline: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+
+
+def disk_files(xml: str) -> list[str]:
+    """The ``<source file=…>`` of every file-backed disk of a domain XML."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError:
+        return []
+    found = []
+    for disk in root.iterfind("devices/disk"):
+        source = disk.find("source")
+        path = source.get("file") if source is not None else None
+        if disk.get("type", "file") == "file" and path:
+            found.append(path)
+    return found
+
+
+def backing_chain(path: str) -> list[str]:
+    """The backing files of the image at ``path`` (not ``path`` itself), nearest first.
+
+    Read with ``qemu-img info --backing-chain``; an image that does not exist has
+    none. Raises ``EffectError`` when the chain cannot be read.
+    """
+    if not os.path.isfile(path):
+        return []
+    try:
+        done = subprocess.run(
+            [QEMU_IMG, "info", "--backing-chain", "--output=json", "-U", path],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise EffectError(f"cannot read the backing chain of {path}: {err}") from err
+    if done.returncode != 0:
+        why = " ".join(done.stderr.split()) or f"{QEMU_IMG} exit {done.returncode}"
+        raise EffectError(f"cannot read the backing chain of {path}: {why}")
+    try:
+        images = json.loads(done.stdout)
+        files = [str(image["filename"]) for image in images[1:]]
+    except (ValueError, TypeError, KeyError) as err:
+        raise EffectError(f"cannot read the backing chain of {path}: {err}") from err
+    return [os.path.abspath(f) for f in files]
+
+
+def _link_or_copy(source: str, target: str) -> str:
+    """Hard-link ``source`` as ``target`` (no space used); copy it across file systems."""
+    try:
+        # NOTE: a symlinked base is linked by its data, never as a symlink.
+        os.link(source, target, follow_symlinks=True)
+        how = "hard link"
+    except OSError as err:
+        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        shutil.copy2(source, target)
+        how = "copy"
+    fsync_path(target)
+    return how
+
+
+def _keep_snapshots(dom: libvirt.virDomain, directory: str) -> tuple[tuple[str, ...], str | None]:
+    """Write every snapshot's XML to ``snapshots/<i>.xml``, parents first; the current one."""
+    snapshots = _listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")
+    names = _write_listed(snapshots, os.path.join(directory, SNAPSHOTS_DIR), "SNAPSHOT")
+    current = None
+    if snapshots and dom.hasCurrentSnapshot(0):
+        current = dom.snapshotCurrent(0).getName()
+    return names, current
+
+
+def _keep_checkpoints(dom: libvirt.virDomain, directory: str) -> tuple[str, ...]:
+    """Write every checkpoint's XML to ``checkpoints/<i>.xml``, parents first."""
+    if not hasattr(dom, "listAllCheckpoints"):
+        return ()
+    checkpoints = _listed(dom.listAllCheckpoints, "VIR_DOMAIN_CHECKPOINT_LIST_TOPOLOGICAL")
+    return _write_listed(checkpoints, os.path.join(directory, CHECKPOINTS_DIR), "CHECKPOINT")
+
+
+def _listed(list_all: object, topological: str) -> list[object]:
+    """``list_all(flags)``; [] when the driver does not support it at all."""
+    assert callable(list_all)
+    try:
+        return list(list_all(getattr(libvirt, topological, 0)))
+    except libvirt.libvirtError as err:
+        if err.get_error_code() in _FLAG_REJECTED:
+            return []
+        raise
+
+
+def _write_listed(items: list[object], directory: str, what: str) -> tuple[str, ...]:
+    secure = getattr(libvirt, f"VIR_DOMAIN_{what}_XML_SECURE", 0)
+    names = []
+    for index, item in enumerate(items):
+        if index == 0:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        write_durably(os.path.join(directory, f"{index}.xml"), item.getXMLDesc(secure))  # type: ignore[attr-defined]
+        names.append(str(item.getName()))  # type: ignore[attr-defined]
+    return tuple(names)
+
+
+def _state_not_kept(dom: libvirt.virDomain, directory: str) -> str | None:
+    """What the domain has now that its quarantine lacks (a managed save, snapshots)."""
+    image = os.path.join(directory, MANAGED_SAVE_FILE)
+    if dom.hasManagedSaveImage(0) and not os.path.isfile(image):
+        return "it gained a managed-save image"
+    kept = os.path.join(directory, SNAPSHOTS_DIR)
+    count = len(os.listdir(kept)) if os.path.isdir(kept) else 0
+    if len(_listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")) != count:
+        return "its snapshots changed"
+    return None

@@ -9,6 +9,7 @@ import libvirt
 
 from nova_orphans.act import live, paths
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
+from nova_orphans.act.manifest import Kept, Manifest
 from nova_orphans.observe import hypervisor
 
 
@@ -59,10 +60,24 @@ class RecordingEffects:
         """Record; write nothing."""
         self.calls.append(("save_xml", (directory, xml)))
 
+    def keep_state(self, uuid: str, directory: str) -> Kept:
+        """Record; keep nothing (a live run keeps managed save, snapshots, backing chain)."""
+        self.calls.append(("keep_state", (uuid, directory)))
+        return Kept()
+
+    def write_manifest(self, directory: str, manifest: Manifest) -> None:
+        """Record; write nothing."""
+        self.calls.append(("write_manifest", (directory, manifest)))
+
     def undefine(self, uuid: str, directory: str) -> str:
         """Record; say what a live run would do."""
         self.calls.append(("undefine", (uuid, directory)))
-        return "would undefine (after saving NVRAM/TPM state)"
+        return "would undefine (after keeping its state)"
+
+    def purge(self, uuid: str, directory: str) -> str:
+        """Record; delete nothing."""
+        self.calls.append(("purge", (uuid, directory)))
+        return f"would purge {directory}"
 
     def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
         """Record; say where a live run would move the files (unless unsafe)."""

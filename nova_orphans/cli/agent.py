@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import os
 import signal
@@ -92,16 +93,7 @@ def build_agent(
     # NOTE: the lock comes before the journal is read or written: a second agent
     # exits having changed nothing.
     journal = Journal(_journal_path(conf, args), exclusive=True)
-    effects: Effects
-    if dry_run:
-        effects = RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)
-    else:
-        effects = LiveEffects(
-            settings.libvirt_uri,
-            settings.instances_path,
-            paths.quarantine,
-            conf.agent.allow_shared_storage_reap,
-        )
+    effects = build_effects(conf, settings, paths, dry_run)
     return agent_loop.Agent(
         host=settings.host,
         open_hypervisor=lambda: LibvirtObserver.open(settings.libvirt_uri),
@@ -116,6 +108,21 @@ def build_agent(
         dry_run=dry_run,
         stop_timeout=float(conf.agent.stop_timeout),
         metrics=metrics,
+        retention=datetime.timedelta(days=conf.agent.quarantine_retention_days),
+    )
+
+
+def build_effects(
+    conf: cfg.ConfigOpts, settings: config.HostSettings, paths: config.StatePaths, dry_run: bool
+) -> Effects:
+    """The live effects, or for a dry run the recording ones (which change nothing)."""
+    if dry_run:
+        return RecordingEffects(settings.libvirt_uri, settings.instances_path, paths.quarantine)
+    return LiveEffects(
+        settings.libvirt_uri,
+        settings.instances_path,
+        paths.quarantine,
+        conf.agent.allow_shared_storage_reap,
     )
 
 

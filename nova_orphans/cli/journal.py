@@ -11,9 +11,11 @@ import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
-from nova_orphans.act import quarantine
+from nova_orphans.act import quarantine, retention
+from nova_orphans.act.effects import EffectError
+from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import common
-from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
+from nova_orphans.record.journal import Intent, Journal
 
 
 def register(commands: Any) -> None:
@@ -44,6 +46,9 @@ def register(commands: Any) -> None:
     purge = commands.add_parser("purge", help="delete old quarantine entries for good")
     common.add_config(purge)
     purge.add_argument("--older-than", type=_days, required=True, metavar="DAYS")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="say what would be purged, delete nothing"
+    )
     purge.set_defaults(handler=purge_quarantine)
 
 
@@ -100,42 +105,64 @@ def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
 
 
 def list_quarantine(args: argparse.Namespace) -> int:
-    """Print the restorable quarantine entries."""
-    journal, _, _ = _journal(args)
-    entries = journal.quarantine()
+    """Print every quarantine entry: whether it is restorable, and what it holds or lacks."""
+    journal, paths, _ = _journal(args)
+    listed = quarantine.listing(journal, paths.quarantine)
     if args.format == "json":
-        print(json.dumps([dataclasses.asdict(e) for e in entries], indent=2))
+        rows = [
+            {
+                **dataclasses.asdict(item.entry),
+                "restorable": item.restorable,
+                "detail": item.detail,
+                "known_from": item.known_from,
+            }
+            for item in listed
+        ]
+        print(json.dumps(rows, indent=2))
         return common.EXIT_OK
-    for e in entries:
-        files = "files" if e.files_moved else "xml only"
-        print(f"{e.reaped_at}  {e.uuid}  {e.kind:<9} {files:<8}  {e.path}")
+    for item in listed:
+        e = item.entry
+        state = "restorable" if item.restorable else "NOT restorable"
+        print(f"{e.reaped_at}  {e.uuid}  {e.kind:<9} {state}: {item.detail}  {e.path}")
     return common.EXIT_OK
 
 
 def restore_guest(args: argparse.Namespace) -> int:
     """Redefine a reaped guest from its saved XML and move its files back."""
-    journal, _, conf = _journal(args)
+    journal, paths, conf = _journal(args)
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
-    entry = _latest(journal.quarantine(), args.uuid)
-    detail = quarantine.restore(entry, settings.libvirt_uri, settings.instances_path, args.start)
-    journal.close_quarantine(entry, "restored_at", common.now())
+    entry = quarantine.latest(journal, paths.quarantine, args.uuid)
+    if entry is None:
+        raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
+    detail = quarantine.restore_journaled(
+        journal, entry, settings.libvirt_uri, settings.instances_path, args.start, common.now
+    )
     print(f"restored {entry.uuid}: {detail}")
     return common.EXIT_OK
 
 
-def _latest(entries: list[QuarantineEntry], uuid: str) -> QuarantineEntry:
-    matching = [e for e in entries if e.uuid == uuid]
-    if not matching:
-        raise config.ConfigError(f"no restorable quarantine entry for {uuid}")
-    return matching[-1]
-
-
 def purge_quarantine(args: argparse.Namespace) -> int:
-    """Delete quarantine entries older than ``--older-than`` days."""
-    journal, paths, _ = _journal(args)
-    cutoff = common.now() - datetime.timedelta(days=args.older_than)
-    for entry in journal.quarantine():
-        if entry.reaped_time <= cutoff:
-            print(f"purged {entry.uuid}: {quarantine.purge(entry, paths.quarantine)}")
-            journal.close_quarantine(entry, "purged_at", common.now())
-    return common.EXIT_OK
+    """Delete quarantine entries older than ``--older-than`` days (``--dry-run``: only say so).
+
+    A quarantine directory that neither the journal nor a readable manifest
+    describes stops the purge before anything is deleted.
+    """
+    journal, paths, conf = _journal(args)
+    unknown = quarantine.unknown_directories(journal, paths.quarantine)
+    if unknown:
+        raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
+    effects = cli_agent.build_effects(conf, config.host_settings(conf), paths, args.dry_run)
+    try:
+        purged = retention.purge_expired(
+            effects,
+            journal,
+            paths.quarantine,
+            common.now(),
+            datetime.timedelta(days=args.older_than),
+            args.dry_run,
+        )
+    finally:
+        effects.close()
+    for p in purged:
+        print(f"{p.outcome:<6} {p.entry.uuid} {p.entry.reaped_at}: {p.detail}")
+    return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
+import shutil
 from collections.abc import Callable
 
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
+from nova_orphans.act.manifest import BackingFile, Kept, Manifest
 from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError
@@ -27,6 +30,8 @@ class Quarantined:
     domain: Domain
     files: str | None
     directory: str = ""
+    #: What ``keep_state`` put aside: managed save, snapshots, copies of backing files.
+    kept: Kept = dataclasses.field(default_factory=Kept)
 
     @property
     def stamp(self) -> str:
@@ -48,6 +53,12 @@ class SimulatedHost:
         #: instances_path/<uuid> contents, by UUID (a token standing for the files).
         self.files: dict[str, str] = {}
         self.quarantine: dict[str, Quarantined] = {}
+        #: What libvirt holds for a domain besides its XML (managed save, snapshots,
+        #: the backing files its disk needs), by UUID.
+        self.state: dict[str, Kept] = {}
+        #: The backing files present in instances_path/_base.
+        self.bases: set[str] = set()
+        self.manifests: dict[str, Manifest] = {}
         #: Called before every read; may raise HypervisorError or change the world.
         self.before_read: Callable[[str], None] | None = None
         self.reads: collections.Counter[str] = collections.Counter()
@@ -70,16 +81,46 @@ class SimulatedHost:
         self.domains[uuid] = domain
         self.xml[uuid] = f"<domain><name>{name}</name><uuid>{uuid}</uuid></domain>"
         self.files[uuid] = f"disk-of-{uuid}"
+        # NOTE: a Nova guest's disk is a qcow2 overlay on its image in _base.
+        base = f"/instances/_base/image-of-{uuid}" if nova else None
+        backing = (BackingFile(base, f"0-image-of-{uuid}", "hard link", 1),) if base else ()
+        self.state[uuid] = Kept(backing=backing)
+        self.bases.update(b.path for b in backing)
         return domain
 
+    def suspend(self, uuid: str) -> None:
+        """libvirt managed-saves the guest: its RAM goes to an image, the domain shuts off."""
+        self.change(uuid, state=DomainState.SHUTOFF)
+        self.state[uuid] = dataclasses.replace(self.state[uuid], managed_save=True)
+
+    def snapshot(self, uuid: str, name: str) -> None:
+        """Someone takes a snapshot of the guest; it becomes the current one."""
+        kept = self.state[uuid]
+        self.state[uuid] = dataclasses.replace(
+            kept, snapshots=(*kept.snapshots, name), current_snapshot=name
+        )
+
+    def clean_image_cache(self) -> set[str]:
+        """Nova's image cache manager: remove every base no defined domain uses."""
+        used = {b.path for uuid in self.domains for b in self.state[uuid].backing}
+        gone = self.bases - used
+        self.bases &= used
+        return gone
+
     def change(self, uuid: str, **fields: object) -> None:
-        """Change a domain's observed fields (state, job_active…)."""
+        """Change a domain's observed fields (state, job_active…).
+
+        Starting a guest resumes it from its managed save, which libvirt then removes.
+        """
         self.domains[uuid] = dataclasses.replace(self.domains[uuid], **fields)  # type: ignore[arg-type]
+        if self.domains[uuid].is_active and self.state[uuid].managed_save:
+            self.state[uuid] = dataclasses.replace(self.state[uuid], managed_save=False)
 
     def remove(self, uuid: str) -> None:
         """The domain disappears (undefined by someone else)."""
         self.domains.pop(uuid, None)
         self.xml.pop(uuid, None)
+        self.state.pop(uuid, None)
 
     # --- the observer's interface --------------------------------------------------------
 
@@ -111,8 +152,11 @@ class SimulatedHost:
         if uuid in self.domains:
             raise EffectError(f"{uuid} exists in libvirt; not restoring over it")
         saved = self.quarantine.pop(uuid)
+        # NOTE: a backing file Nova's image cache removed comes back from the kept copy.
+        self.bases.update(b.path for b in saved.kept.backing)
         self.domains[uuid] = dataclasses.replace(saved.domain, state=DomainState.SHUTOFF)
         self.xml[uuid] = saved.xml
+        self.state[uuid] = saved.kept
         if saved.files is not None:
             self.files[uuid] = saved.files
 
@@ -164,11 +208,33 @@ class SimulatedEffects:
         self.host.quarantine[uuid] = Quarantined(xml, domain, None, directory)
         self._done("save_xml", uuid)
 
+    def keep_state(self, uuid: str, directory: str) -> Kept:
+        """Keep managed save, snapshots and backing files with the quarantined XML."""
+        domain = self._call("keep_state", uuid)
+        if domain.is_active:
+            raise EffectError(f"{uuid} is running; stop it first")
+        kept = self.host.state[uuid]
+        self.host.quarantine[uuid].kept = kept
+        self._done("keep_state", uuid)
+        return kept
+
+    def _state_not_kept(self, uuid: str) -> bool:
+        """True when libvirt holds state for ``uuid`` that its quarantine does not."""
+        saved = self.host.quarantine.get(uuid)
+        return saved is None or saved.kept != self.host.state[uuid]
+
+    def write_manifest(self, directory: str, manifest: Manifest) -> None:
+        """Remember the manifest of a quarantine directory."""
+        self.calls.append(("write_manifest", manifest.uuid))
+        self.host.manifests[directory] = manifest
+
     def undefine(self, uuid: str, directory: str) -> str:
-        """Remove the domain; refuse while it runs, like the live effects."""
+        """Remove the domain; refuse while it runs or with state not kept, like the live effects."""
         domain = self._call("undefine", uuid)
         if domain.is_active:
             raise EffectError(f"{uuid} is running; stop it first")
+        if self._state_not_kept(uuid):
+            raise EffectError(f"undefine {uuid}: its state is not kept in quarantine")
         self.host.remove(uuid)
         self._done("undefine", uuid)
         return "undefined (simulated)"
@@ -191,6 +257,20 @@ class SimulatedEffects:
         if saved is None:
             return []
         return [SavedQuarantine(saved.stamp, saved.directory, saved.files is not None)]
+
+    def purge(self, uuid: str, directory: str) -> str:
+        """Forget the quarantine at ``directory`` (and delete it, where it is a real one)."""
+        self.calls.append(("purge", uuid))
+        if "purge" in self.fail:
+            raise EffectError(f"purge of {uuid} failed (simulated)")
+        saved = self.host.quarantine.get(uuid)
+        if saved is not None and saved.directory == directory:
+            del self.host.quarantine[uuid]
+        self.host.manifests.pop(directory, None)
+        if os.path.isdir(directory):
+            shutil.rmtree(directory)
+        self._done("purge", uuid)
+        return f"purged {directory}"
 
     def close(self) -> None:
         """Nothing to release."""

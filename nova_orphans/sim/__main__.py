@@ -99,7 +99,8 @@ def _summary(
                   f"{c.cycles} agent cycles)"),
         ("faults injected", f"{c.faults} ({c.cycles_aborted} cycles aborted, {c.crashes} "
                             f"crashes + restarts); brakes {c.brakes}"),
-        ("actions taken", f"{c.stops + c.reaps} ({c.stops} stops, {c.reaps} reaps; "
+        ("actions taken", f"{c.stops + c.reaps + c.purges} ({c.stops} stops, {c.reaps} reaps, "
+                          f"{c.purges} retention purges; "
                           f"{c.skipped} steps skipped on re-verification, {c.failed} failed)"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),

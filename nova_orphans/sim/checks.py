@@ -10,12 +10,15 @@
    rows, not against the agent's view.
 2. **liveness** — see ``Liveness``.
 3. **restore** — every guest the agent undefined (and the operator has not restored
-   since) is in the quarantine; restoring it gives the identical XML, domain and
-   instance files; and the journal holds a restorable entry for it (written by the
-   reap, or adopted by reconciliation after a crash) that says where the files are.
+   since, and retention has not purged) is in the quarantine; restoring it gives the
+   identical XML, domain, instance files and libvirt state (managed save, snapshots,
+   backing chain — present again even after Nova's image cache removed the base);
+   and the journal holds a restorable entry for it (written by the reap, or adopted by
+   reconciliation after a crash) that says where the files are. Nothing is purged
+   before ``retention`` has passed since its reap.
 4. **journal** — after every step (so after reconciliation when the agent crashed)
-   no intent is without an outcome, and every destructive call ran while an intent
-   for that guest was open.
+   no intent is without an outcome, and every destructive call (purges included) ran
+   while an intent for that guest was open.
 5. **dry run** — see ``runner.compare_dry_run``.
 6. **classification** — in a cycle where no injected fault reached the scan, every
    finding's kind (and every guest without a finding) agrees with the ground truth.
@@ -32,7 +35,7 @@ from nova_orphans.agent import CycleResult
 from nova_orphans.core.model import Domain, Kind, Selector
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import Quarantined, SimulatedHost
-from nova_orphans.record.journal import Journal
+from nova_orphans.record.journal import STAMP_FORMAT, Journal
 from nova_orphans.sim.cloud import HOST, Cloud
 from nova_orphans.sim.effects import Reaped
 from nova_orphans.sim.steps import Setup
@@ -87,6 +90,26 @@ def effect_check(
     return found
 
 
+def purge_check(
+    journal: Journal,
+    retention: datetime.timedelta,
+    now: datetime.datetime,
+    uuid: str,
+    directory: str,
+) -> list[tuple[str, str]]:
+    """Invariants 3 and 4 for one purge about to run."""
+    found = []
+    stamp = directory.rstrip("/").rsplit("/", 1)[-1]
+    reaped = datetime.datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    if not retention or now - reaped < retention:
+        found.append(
+            (RESTORE, f"purged {directory} reaped {now - reaped} ago, retention {retention}")
+        )
+    if not any(i.uuid == uuid and i.step == "purge" for i in journal.open_intents()):
+        found.append((JOURNAL, f"purge of {directory} without an open intent"))
+    return found
+
+
 def journal_closed(journal: Journal) -> list[str]:
     """Invariant 4: intents without an outcome."""
     return [f"intent {i.id} ({i.step} {i.uuid}) has no outcome" for i in journal.open_intents()]
@@ -126,8 +149,16 @@ def _compare_restore(
     scratch.quarantine[uuid] = dataclasses.replace(saved)
     if files_in_place is not None:
         scratch.files[uuid] = files_in_place
+    scratch.bases = set()  # NOTE: as if Nova's image cache had removed every base
     scratch.restore(uuid)
     problems = []
+    if scratch.state.get(uuid) != was.state:
+        problems.append(
+            f"restoring {label} gives libvirt state {scratch.state.get(uuid)}, not {was.state}"
+        )
+    missing = {b.path for b in was.state.backing} - scratch.bases
+    if missing:
+        problems.append(f"restoring {label} leaves its disk without {sorted(missing)}")
     if scratch.xml.get(uuid) != was.xml:
         problems.append(f"restoring {label} gives different XML")
     if scratch.files.get(uuid) != was.files:

@@ -418,6 +418,28 @@ class Cloud:
         self._set_state(label, SHUTOFF if stop else RUNNING)
         return True
 
+    def suspend(self, label: str, arg: str) -> bool:
+        """The user suspends a server Nova runs here: libvirt managed-saves it."""
+        row = self.idle(label, HOST)
+        domain = self.hv.domains.get(uuid_of(label))
+        if row is None or domain is None or not domain.is_active:
+            return False
+        self._set(row, vm_state="suspended", power_state=4)
+        self.hv.suspend(domain.uuid)
+        return True
+
+    def snapshot(self, label: str, arg: str) -> bool:
+        """Someone takes a libvirt snapshot of a guest defined here."""
+        uuid = uuid_of(label)
+        if uuid not in self.hv.domains:
+            return False
+        self.hv.snapshot(uuid, f"snap-{len(self.hv.state[uuid].snapshots) + 1}")
+        return True
+
+    def image_cache(self, label: str, arg: str) -> bool:
+        """Nova's image cache manager removes the bases no defined guest uses."""
+        return bool(self.hv.clean_image_cache())
+
     def foreign(self, label: str, arg: str) -> bool:
         """The operator defines a domain by hand (no Nova metadata)."""
         if not self._fresh(label):
@@ -490,6 +512,7 @@ OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
         "reclaim", "archive", "db_restore", "live_migrate", "migrate_in", "migration_ends",
         "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
         "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
-        "corrupt", "vanish", "migrate_back", "quarantine_restore",
+        "corrupt", "vanish", "migrate_back", "quarantine_restore", "suspend", "snapshot",
+        "image_cache",
     )
 }  # fmt: skip

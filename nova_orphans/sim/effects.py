@@ -14,7 +14,9 @@ import dataclasses
 import os
 from collections.abc import Callable
 
+from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.manifest import Kept, Manifest
 from nova_orphans.core.model import Domain
 from nova_orphans.demo.simhost import Quarantined, SimulatedEffects, SimulatedHost
 
@@ -32,6 +34,8 @@ class Reaped:
     xml: str
     files: str | None
     domain: Domain
+    #: Managed save, snapshots and backing files libvirt held for it.
+    state: Kept = dataclasses.field(default_factory=Kept)
 
 
 class CheckedEffects(SimulatedEffects):
@@ -46,10 +50,14 @@ class CheckedEffects(SimulatedEffects):
         host: SimulatedHost,
         quarantine_root: str,
         check: Callable[[str, str, Domain], list[tuple[str, str]]],
+        purge_check: Callable[[str, str], list[tuple[str, str]]] = lambda uuid, directory: [],
     ) -> None:
         super().__init__(host)
         self.quarantine_root = quarantine_root
         self.check = check
+        #: ``purge_check(uuid, directory)``: the violations a purge would commit now.
+        self.purge_check = purge_check
+        self.purges_done = 0
         self.violations: list[tuple[str, str]] = []
         self.reaped: dict[str, Reaped] = {}
         #: Per cycle: the crash point (n, "before"|"after"), effect calls so far, guests touched.
@@ -116,13 +124,26 @@ class CheckedEffects(SimulatedEffects):
         self.host.quarantine[uuid] = Quarantined(xml, domain, None, directory)
         self._around("save_xml", uuid, "after")
 
+    def keep_state(self, uuid: str, directory: str) -> Kept:
+        self._watched("keep_state", uuid)
+        kept = super().keep_state(uuid, directory)
+        self._around("keep_state", uuid, "after")
+        return kept
+
+    def write_manifest(self, directory: str, manifest: Manifest) -> None:
+        self._watched("write_manifest", manifest.uuid)
+        super().write_manifest(directory, manifest)
+        manifests.write(directory, manifest)
+        self._around("write_manifest", manifest.uuid, "after")
+
     def undefine(self, uuid: str, directory: str) -> str:
         self._watched("undefine", uuid)
         domain = self.host.domains.get(uuid)
         before = (self.host.xml.get(uuid, ""), self.host.files.get(uuid))
+        state = self.host.state.get(uuid, Kept())
         detail = super().undefine(uuid, directory)
         if domain is not None:
-            self.reaped[uuid] = Reaped(before[0], before[1], domain)
+            self.reaped[uuid] = Reaped(before[0], before[1], domain, state)
         self.reaps_done += 1
         self._around("undefine", uuid, "after")
         return detail
@@ -136,3 +157,15 @@ class CheckedEffects(SimulatedEffects):
             os.makedirs(os.path.join(directory, "files"), exist_ok=True)
         self._around("move_instance_files", uuid, "after")
         return result
+
+    def purge(self, uuid: str, directory: str) -> str:
+        self._watched("purge", uuid)
+        self.violations += self.purge_check(uuid, directory)
+        saved = self.host.quarantine.get(uuid)
+        detail = super().purge(uuid, directory)
+        if saved is not None and saved.directory == directory:
+            # NOTE: purged after retention: no longer expected to restore.
+            self.reaped.pop(uuid, None)
+        self.purges_done += 1
+        self._around("purge", uuid, "after")
+        return detail

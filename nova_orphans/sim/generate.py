@@ -98,11 +98,15 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "toggle": (2, _domain, ("",)),
     "corrupt": (0.4, _domain, ("",)),
     "quarantine_restore": (2, _reaped, ("",)),
+    "suspend": (2, _idle_here, ("",)),
+    "snapshot": (1.5, _domain, ("",)),
+    "image_cache": (1.5, None, ("",)),
 }  # fmt: skip
 _WEATHER = {"calm": 0.0, "light": 0.12, "stormy": 0.35}
 _FAULTS = tuple(f.value for f in Fault)
 _RACES = ("vanish", "db_restore", "migrate", "toggle")
-_FAILING = ("stop", "domain_xml", "save_xml", "undefine", "move_instance_files")
+_FAILING = ("stop", "domain_xml", "save_xml", "keep_state", "undefine", "move_instance_files",
+            "purge")  # fmt: skip
 #: Every fault a history may inject, by the name ``--without`` takes.
 FAULT_NAMES = (
     tuple(f"nova:{f}" for f in _FAULTS)
@@ -131,6 +135,7 @@ def setup_for(rng: random.Random) -> Setup:
         deny_patterns=("instance-s2*",) if rng.random() < 0.1 else (),
         page_size=rng.randint(2, 5),
         retry_attempts=rng.choice((1, 1, 3)),
+        retention=rng.choice((0.0, 2 * interval, 5 * interval)),
     )
 
 

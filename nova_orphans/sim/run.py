@@ -66,6 +66,7 @@ class Counters:
     crashes: int = 0
     stops: int = 0
     reaps: int = 0
+    purges: int = 0
     skipped: int = 0
     failed: int = 0
     violations: int = 0
@@ -87,7 +88,9 @@ class Run:
         self.quarantine_root = f"{self.workdir}/quarantine"
         self.journal = Journal(self.journal_path)
         self.deny = setup.deny()
-        self.checked = CheckedEffects(self.cloud.hv, self.quarantine_root, self._effect_check)
+        self.checked = CheckedEffects(
+            self.cloud.hv, self.quarantine_root, self._effect_check, self._purge_check
+        )
         self.checked.before_effect = self._before_effect
         self.effects: Effects = RecordingEffects() if dry_run else self.checked
         retry: Callable[[Callable[[], Any]], Any] = (
@@ -121,6 +124,7 @@ class Run:
             deny=self.deny,
             dry_run=self.dry_run,
             clock=lambda: self.cloud.now,
+            retention=datetime.timedelta(seconds=self.setup.retention),
         )
 
     def close(self) -> None:
@@ -291,6 +295,10 @@ class Run:
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
         return checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
 
+    def _purge_check(self, uuid: str, directory: str) -> list[tuple[str, str]]:
+        retention = datetime.timedelta(seconds=self.setup.retention)
+        return checks.purge_check(self.journal, retention, self.cloud.now, uuid, directory)
+
     def _violation(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._reported:
             return
@@ -309,3 +317,4 @@ class Run:
         for problem in self.liveness.check(self.cloud):
             self._violation(checks.LIVENESS, problem)
         self.counters.stops, self.counters.reaps = self.checked.stops_done, self.checked.reaps_done
+        self.counters.purges = self.checked.purges_done

@@ -74,6 +74,8 @@ class Setup:
     deny_patterns: tuple[str, ...] = ()
     page_size: int = 3
     retry_attempts: int = 1
+    #: Seconds a quarantine entry is kept before the agent purges it (0: forever).
+    retention: float = 0.0
 
     def policy(self) -> Policy:
         """The ``Policy`` this setup describes."""

@@ -426,7 +426,7 @@ def test_dry_run_decisions_equal_live_decisions(tmp_path):
 
 def test_quarantine_entries_older_than_retention_are_purged_and_younger_kept(tmp_path):
     world = SimWorld(tmp_path)
-    world.agent.retention_days = 7
+    world.agent.retention = datetime.timedelta(days=7)
     world.boot("managed")
     root = tmp_path / "quarantine"
     entries = {}
@@ -450,7 +450,7 @@ def test_quarantine_entries_older_than_retention_are_purged_and_younger_kept(tmp
 
 def test_a_dry_run_never_purges_the_quarantine(tmp_path):
     world = SimWorld(tmp_path, dry_run=True)
-    world.agent.retention_days = 1
+    world.agent.retention = datetime.timedelta(days=1)
     world.boot("managed")
     stamp = (world.now - datetime.timedelta(days=30)).strftime(STAMP_FORMAT)
     directory = tmp_path / "quarantine" / "11111111-1111-4111-8111-111111111111" / stamp

@@ -467,12 +467,15 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
         assert "files left in place" in step["detail"], step
         assert harness.domain_state(migrated) is None  # undefined
 
-        # Its files are where they were, byte for byte; the quarantine holds the XML only.
+        # Its files are where they were, byte for byte; the quarantine holds the XML and
+        # its manifest (and a link to any base image its disk needs), not the files.
         assert digest(instances / migrated) == before[migrated]
         (entry,) = [e for e in agent.quarantine() if e["uuid"] == migrated]
         assert entry["kind"] == "misplaced" and entry["files_moved"] is False, entry
+        assert entry["restorable"] is True, entry
         saved = pathlib.Path(entry["path"])
-        assert sorted(p.name for p in saved.iterdir()) == ["domain.xml"]
+        held = {p.name for p in saved.iterdir()}
+        assert {"domain.xml", "manifest.json"} <= held <= {"domain.xml", "manifest.json", "backing"}
         assert f"<uuid>{migrated}</uuid>" in (saved / "domain.xml").read_text()
         for path in (agent.quarantine_dir, saved.parent, saved):
             assert mode(path) == 0o700, path
@@ -795,6 +798,7 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
             agent.history(victim),
             ("reap", "unknown"),
             ("stop", "unknown"),
+            ("restore", "deleted"),  # the operator's restore is journaled like every step
             ("reap", "deleted"),
             ("stop", "deleted"),
         )

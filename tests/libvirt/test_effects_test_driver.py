@@ -7,12 +7,13 @@ the domains defined here are ours (random UUIDs) and are removed afterwards.
 from __future__ import annotations
 
 import pathlib
+import subprocess
 from collections.abc import Callable, Iterator
 
 import libvirt
 import pytest
 
-from nova_orphans.act import live, quarantine
+from nova_orphans.act import live, manifest, quarantine
 from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.record.journal import QuarantineEntry
@@ -75,7 +76,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
         if dom.isActive():
             dom.destroy()
         if persistent:
-            dom.undefine()
+            live.undefine_with_fallback(dom)  # with its managed save and snapshots
 
 
 @pytest.fixture
@@ -182,7 +183,7 @@ def test_undefine_works_with_bindings_that_lack_newer_flags(
     assert _gone(conn, uuid)
 
 
-def test_undefine_saves_nvram_and_tpm_state_first(
+def test_keep_state_saves_nvram_and_tpm_state_before_the_undefine(
     tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
 ) -> None:
     nvram = tmp_path / "guest_VARS.fd"
@@ -192,9 +193,9 @@ def test_undefine_saves_nvram_and_tpm_state_first(
     tpm.mkdir(parents=True)
     (tpm / "tpm2-00.permall").write_bytes(b"\x02tpm")
     directory = pathlib.Path(effects.quarantine_dir(uuid, STAMP))
-    detail = effects.undefine(uuid, str(directory))
-    assert f"saved NVRAM {nvram}" in detail
-    assert f"saved TPM state {tmp_path / 'swtpm' / uuid}" in detail
+    kept = effects.keep_state(uuid, str(directory))
+    assert (kept.nvram, kept.tpm, kept.managed_save, kept.snapshots) == (True, True, False, ())
+    effects.undefine(uuid, str(directory))
     assert (directory / "nvram").read_bytes() == b"\x01nvram"
     assert (directory / "swtpm" / "tpm2" / "tpm2-00.permall").read_bytes() == b"\x02tpm"
     assert _gone(conn, uuid)
@@ -209,6 +210,7 @@ def test_restore_defines_again_and_copies_missing_nvram_back(
     uuid, before = dom.UUIDString(), dom.XMLDesc(INACTIVE)
     directory = effects.quarantine_dir(uuid, STAMP)
     effects.save_xml(directory, effects.domain_xml(uuid))
+    effects.keep_state(uuid, directory)
     effects.undefine(uuid, directory)
     nvram.unlink()
     entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
@@ -221,6 +223,186 @@ def test_restore_defines_again_and_copies_missing_nvram_back(
 
     with pytest.raises(EffectError, match="has this UUID again"):
         quarantine.restore(entry, URI, str(tmp_path / "instances"))
+
+
+# --- state a restore needs (docs/design.md rule 16) -----------------------------------
+
+
+def _snapshots(dom: libvirt.virDomain) -> dict[str, str]:
+    secure = libvirt.VIR_DOMAIN_SNAPSHOT_XML_SECURE
+    return {s.getName(): s.getXMLDesc(secure) for s in dom.listAllSnapshots(0)}
+
+
+def test_snapshots_are_kept_and_redefined_parents_first_with_the_current_one(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    for name in ("base", "child", "grandchild"):
+        dom.snapshotCreateXML(f"<domainsnapshot><name>{name}</name></domainsnapshot>", 0)
+    dom.revertToSnapshot(dom.snapshotLookupByName("child", 0), 0)
+    before = _snapshots(dom)
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    kept = effects.keep_state(uuid, directory)
+    assert (kept.snapshots, kept.current_snapshot) == (("base", "child", "grandchild"), "child")
+    effects.write_manifest(directory, manifest.Manifest(uuid, "unknown", STAMP, "x", kept=kept))
+    effects.undefine(uuid, directory)
+    assert _gone(conn, uuid)
+
+    entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
+    detail = quarantine.restore(entry, URI, str(tmp_path / "instances"))
+    assert "redefined 3 snapshot(s), 0 checkpoint(s)" in detail
+    restored = conn.lookupByUUIDString(uuid)
+    assert _snapshots(restored) == before
+    assert restored.snapshotCurrent(0).getName() == "child"
+
+
+def test_a_snapshot_taken_after_the_state_was_kept_stops_the_undefine(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.keep_state(uuid, directory)
+    dom.snapshotCreateXML("<domainsnapshot><name>late</name></domainsnapshot>", 0)
+    with pytest.raises(EffectError, match="its snapshots changed since its state was kept"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["late"]
+
+
+def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    dom = define(running=True)
+    dom.managedSave()  # the test driver keeps no image file at all
+    uuid = dom.UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    with pytest.raises(EffectError, match=r"has a managed-save image .* not reaped"):
+        effects.keep_state(uuid, directory)
+    with pytest.raises(EffectError, match="gained a managed-save image"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and dom.hasManagedSaveImage(0)
+
+
+def test_the_backing_chain_of_the_guests_own_disk_is_kept_and_a_volumes_is_not(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, effects: live.LiveEffects
+) -> None:
+    uuid = worlds.random_uuid()
+    instances = tmp_path / "instances"
+    (instances / "_base").mkdir()
+    (instances / uuid).mkdir()
+    volumes = tmp_path / "cinder-nfs"
+    volumes.mkdir()
+    create = ["qemu-img", "create", "-q", "-f", "qcow2"]
+    for base, top in (
+        (instances / "_base" / "image", instances / uuid / "disk"),
+        (volumes / "volume-1", volumes / "volume-1.snap"),
+    ):
+        subprocess.run([*create, str(base), "1M"], check=True)
+        subprocess.run([*create, "-F", "qcow2", "-b", str(base), str(top)], check=True)
+    disks = worlds.file_disk(str(instances / uuid / "disk")) + worlds.file_disk(
+        str(volumes / "volume-1.snap"), "vdb"
+    )
+    xml = _xml(uuid, worlds.instance_name(), None).replace(
+        "</os>", f"</os><devices>{disks}</devices>"
+    )
+    conn.defineXML(xml)
+    try:
+        directory = effects.quarantine_dir(uuid, STAMP)
+        kept = effects.keep_state(uuid, directory)
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
+    (backing,) = kept.backing
+    assert (backing.path, backing.kept, backing.how) == (
+        str(instances / "_base" / "image"), "0-image", "hard link",
+    )  # fmt: skip
+    kept_copy = pathlib.Path(directory) / "backing" / "0-image"
+    assert kept_copy.stat().st_ino == (instances / "_base" / "image").stat().st_ino
+
+
+def test_an_unreadable_backing_chain_stops_the_reap(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = worlds.random_uuid()
+    (tmp_path / "instances" / uuid).mkdir()
+    disk = tmp_path / "instances" / uuid / "disk"
+    disk.write_bytes(b"\0" * 4096)
+    devices = f"<devices>{worlds.file_disk(str(disk))}</devices>"
+    conn.defineXML(_xml(uuid, worlds.instance_name(), None).replace("</os>", f"</os>{devices}"))
+    monkeypatch.setattr(live, "QEMU_IMG", "/nonexistent/qemu-img")
+    try:
+        with pytest.raises(EffectError, match="cannot read the backing chain of"):
+            effects.keep_state(uuid, effects.quarantine_dir(uuid, STAMP))
+        assert conn.lookupByUUIDString(uuid).isPersistent()
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
+
+
+def _reaped(effects: live.LiveEffects, uuid: str) -> QuarantineEntry:
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    kept = effects.keep_state(uuid, directory)
+    effects.undefine(uuid, directory)
+    saved = manifest.Manifest(uuid, "unknown", STAMP, "x", kept=kept, undefined=True)
+    effects.write_manifest(directory, saved)
+    return QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
+
+
+def _start_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def create(self: libvirt.virDomain, flags: int = 0) -> int:
+        raise libvirt.libvirtError("internal error: process exited while connecting to monitor")
+
+    monkeypatch.setattr(libvirt.virDomain, "create", create)
+
+
+def test_a_restore_whose_start_fails_and_whose_undo_fails_says_so_everywhere(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = define(running=False).UUIDString()
+    entry = _reaped(effects, uuid)
+    _start_fails(monkeypatch)
+
+    def undefine_refused(dom: libvirt.virDomain) -> str:
+        raise libvirt.libvirtError("Requested operation is not valid: domain is locked")
+
+    monkeypatch.setattr(live, "undefine_with_fallback", undefine_refused)
+    with pytest.raises(EffectError, match=r"start failed: .*undoing failed too") as raised:
+        quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert "the guest is defined in libvirt, not started" in str(raised.value)
+    assert conn.lookupByUUIDString(uuid).isPersistent()
+    saved = manifest.read(entry.path)
+    assert saved.restore_state is not None
+    assert saved.restore_state.startswith("defined again, start failed, undoing failed")
+    # The entry is no longer offered as restorable, and says why.
+    with pytest.raises(EffectError, match=r"not restorable: defined again, start failed"):
+        quarantine.restore(entry, URI, str(tmp_path / "instances"))
+
+
+def test_a_restore_whose_start_fails_is_undone_on_the_test_driver_too(
+    tmp_path: pathlib.Path,
+    conn: libvirt.virConnect,
+    define: Define,
+    effects: live.LiveEffects,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uuid = define(running=False).UUIDString()
+    entry = _reaped(effects, uuid)
+    with monkeypatch.context() as patched:
+        _start_fails(patched)
+        with pytest.raises(EffectError, match=r"undone, the guest is quarantined again"):
+            quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert _gone(conn, uuid)
+    assert manifest.read(entry.path).restore_state is None
+    quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    assert conn.lookupByUUIDString(uuid).isActive()
 
 
 # --- dry run ---------------------------------------------------------------------------

@@ -11,9 +11,12 @@ import time
 
 import pytest
 
+from nova_orphans.act import retention
 from nova_orphans.act.actuator import Actuator
+from nova_orphans.act.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
+from nova_orphans.demo.simhost import SimulatedEffects
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, runner
 from nova_orphans.sim.run import Counters
@@ -165,10 +168,72 @@ def test_an_agent_that_ignores_the_cap_breaks_the_cap_invariant(monkeypatch):
 
 
 def test_a_reap_that_loses_the_xml_breaks_the_restore_invariant(monkeypatch):
+    def loses_the_xml(self, finding):
+        directory = self._effects.quarantine_dir(finding.uuid, "20240101T000000Z")
+        self._effects.save_xml(directory, "<domain/>")
+        self._effects.keep_state(finding.uuid, directory)
+        return self._effects.undefine(finding.uuid, directory)
+
+    monkeypatch.setattr(Actuator, "_reap", loses_the_xml)
+    found = first_violations(checks.RESTORE)
+    assert found and "different XML" in " ".join(v.detail for v in found)
+
+
+def test_a_reap_that_drops_the_managed_save_and_snapshots_breaks_the_restore_invariant(
+    monkeypatch,
+):
+    def keeps_only_the_backing_chain(self, uuid, directory):
+        kept = Kept(backing=self.host.state[uuid].backing)
+        self.host.quarantine[uuid].kept = kept
+        return kept
+
+    monkeypatch.setattr(SimulatedEffects, "keep_state", keeps_only_the_backing_chain)
+    monkeypatch.setattr(SimulatedEffects, "_state_not_kept", lambda self, uuid: False)
+    found = first_violations(checks.RESTORE)
+    assert found and "gives libvirt state" in found[0].detail
+
+
+def test_a_reap_that_keeps_no_backing_file_breaks_the_restore_invariant(monkeypatch):
+    real = SimulatedEffects.keep_state
+
+    def keeps_no_backing_file(self, uuid, directory):
+        kept = dataclasses.replace(real(self, uuid, directory), backing=())
+        self.host.quarantine[uuid].kept = kept
+        return kept
+
+    monkeypatch.setattr(SimulatedEffects, "keep_state", keeps_no_backing_file)
+    monkeypatch.setattr(SimulatedEffects, "_state_not_kept", lambda self, uuid: False)
+    found = first_violations(checks.RESTORE)
+    assert found and "gives libvirt state" in found[0].detail
+
+
+def test_a_purge_before_retention_breaks_the_restore_invariant(monkeypatch):
     monkeypatch.setattr(
-        Actuator, "_reap", lambda self, finding: self._effects.undefine(finding.uuid, "/nowhere")
+        retention, "expired", lambda journal, root, now, older_than: journal.quarantine()
     )
-    assert first_violations(checks.RESTORE)
+    found = first_violations(checks.RESTORE)
+    assert found and "retention" in found[0].detail
+
+
+def test_a_purge_that_is_not_journaled_breaks_the_journal_invariant(monkeypatch):
+    def unjournaled(effects, journal, root, now, older_than, dry_run):
+        for entry in retention.expired(journal, root, now, older_than):
+            effects.purge(entry.uuid, entry.path)
+        return []
+
+    monkeypatch.setattr(retention, "purge_expired", unjournaled)
+    found = first_violations(checks.JOURNAL)
+    assert found and "purge of" in found[0].detail and "without an open intent" in found[0].detail
+
+
+def test_histories_suspend_snapshot_clean_the_image_cache_and_purge():
+    ops, purges = set(), 0
+    for index in range(40):
+        result = runner.run_generated(3, index)
+        ops |= {s.op for s in result.history.steps if isinstance(s, Event)}
+        purges += result.counters.purges
+    assert {"suspend", "snapshot", "image_cache"} <= ops
+    assert purges > 0
 
 
 def test_a_journal_that_never_writes_outcomes_breaks_the_journal_invariant(monkeypatch):

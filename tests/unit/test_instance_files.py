@@ -372,20 +372,20 @@ def test_purge_removes_the_entry_directory_and_nothing_else(host: Host) -> None:
     keep = effects.quarantine_dir(UUID, "20240101T000000Z")
     directory = effects.quarantine_dir(UUID, STAMP)
     effects.save_xml(directory, "<domain/>")
-    assert quarantine.purge(_entry(directory), str(host.quarantine)) == f"purged {directory}"
+    assert host.effects().purge(UUID, directory) == f"purged {directory}"
     assert not os.path.exists(directory)
     assert os.path.isdir(keep)
 
 
 def test_purge_of_the_last_entry_removes_the_uuid_directory(host: Host) -> None:
     directory = host.effects().quarantine_dir(UUID, STAMP)
-    quarantine.purge(_entry(directory), str(host.quarantine))
+    host.effects().purge(UUID, directory)
     assert os.listdir(host.quarantine) == []
 
 
 def test_purge_of_a_gone_directory_says_so(host: Host) -> None:
     gone = str(host.quarantine / UUID / STAMP)
-    assert quarantine.purge(_entry(gone), str(host.quarantine)).startswith("nothing to purge")
+    assert host.effects().purge(UUID, gone).startswith("nothing to purge")
 
 
 def test_purge_does_not_follow_a_symlink_inside_the_tree(host: Host) -> None:
@@ -394,7 +394,7 @@ def test_purge_does_not_follow_a_symlink_inside_the_tree(host: Host) -> None:
     (victim / "precious").write_text("keep me")
     directory = host.effects().quarantine_dir(UUID, STAMP)
     os.symlink(victim, os.path.join(directory, "files"))
-    quarantine.purge(_entry(directory), str(host.quarantine))
+    host.effects().purge(UUID, directory)
     assert (victim / "precious").read_text() == "keep me"
 
 
@@ -422,7 +422,7 @@ def test_purge_refuses_anything_but_its_own_quarantine_directory(
     if where == "symlink":
         os.symlink(host.instances, target)
     with pytest.raises(EffectError, match=expected):
-        quarantine.purge(_entry(target), str(host.quarantine))
+        host.effects().purge(UUID, target)
     assert os.path.isdir(directory)
     assert os.path.isdir(host.instances)
 

@@ -1,0 +1,100 @@
+"""The one retention purge: ``purge --older-than`` and the agent's ``quarantine_retention_days``.
+
+Deleting a quarantine directory is the only irreversible step, so it goes the way
+every destructive step goes: through the effects (a dry run records instead of
+deleting), with an intent journaled before and its outcome after; an intent a
+crash left open is reconciled by ``reconciled`` from what is on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+
+from nova_orphans.act import quarantine
+from nova_orphans.act.effects import EffectError, Effects
+from nova_orphans.core.model import Kind
+from nova_orphans.record.journal import Journal, QuarantineEntry
+
+LOG = logging.getLogger(__name__)
+STEP = "purge"
+
+
+@dataclasses.dataclass(frozen=True)
+class Purged:
+    """What became of one expired quarantine entry."""
+
+    entry: QuarantineEntry
+    outcome: str  # done | failed
+    detail: str
+    dry_run: bool
+
+
+def expired(
+    journal: Journal, quarantine_root: str, now: datetime.datetime, older_than: datetime.timedelta
+) -> list[QuarantineEntry]:
+    """Entries reaped ``older_than`` ago or more: the journal's and those only a manifest knows.
+
+    NOTE: that includes the directories of reaps that stopped before the undefine
+    (the guest stayed defined): after retention they go like every other entry.
+    """
+    cutoff = now - older_than
+    listed = quarantine.entries(journal, quarantine_root, with_copies=True)
+    return [e for e in listed if e.reaped_time <= cutoff]
+
+
+def purge_expired(
+    effects: Effects,
+    journal: Journal,
+    quarantine_root: str,
+    now: datetime.datetime,
+    older_than: datetime.timedelta,
+    dry_run: bool,
+) -> list[Purged]:
+    """Purge every expired entry, each journaled intent-before, outcome-after."""
+    done = []
+    for entry in expired(journal, quarantine_root, now, older_than):
+        intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
+        try:
+            detail, outcome = effects.purge(entry.uuid, entry.path), "done"
+        except EffectError as exc:
+            detail, outcome = str(exc), "failed"
+        if outcome == "done" and not dry_run:
+            _close(journal, entry, now)
+        journal.finish(intent, outcome, detail, now)
+        LOG.log(
+            logging.WARNING if outcome == "failed" else logging.INFO,
+            "quarantine purge uuid=%s reaped_at=%s dry_run=%s outcome=%s detail=%s",
+            entry.uuid,
+            entry.reaped_at,
+            dry_run,
+            outcome,
+            detail,
+        )
+        done.append(Purged(entry, outcome, detail, dry_run))
+    return done
+
+
+def reconciled(journal: Journal, uuid: str, now: datetime.datetime) -> str:
+    """Close the journal's view of a purge a crash interrupted; repeat nothing.
+
+    An entry of ``uuid`` whose directory is gone was purged; one whose directory
+    is still there stays listed (an expired one is purged again by the next pass).
+    """
+    left = [e for e in journal.quarantine() if e.uuid == uuid]
+    gone = [e for e in left if not os.path.lexists(e.path)]
+    for entry in gone:
+        _close(journal, entry, now)
+    if len(gone) < len(left):
+        return "interrupted or not begun; a quarantine directory is still there; not repeated"
+    return "completed: the quarantine directory is gone"
+
+
+def _close(journal: Journal, entry: QuarantineEntry, now: datetime.datetime) -> None:
+    known = {(e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)}
+    if (entry.uuid, entry.reaped_at) not in known:
+        # NOTE: an entry only its manifest knew: the journal learns it as purged.
+        journal.add_quarantine(entry)
+    journal.close_quarantine(entry, "purged_at", now)

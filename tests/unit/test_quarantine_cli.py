@@ -1,0 +1,254 @@
+"""``quarantine list``, ``restore`` and ``purge`` on quarantine directories and their manifests.
+
+A purge is journaled like every step, ``--dry-run`` deletes nothing, and a
+corrupt manifest, a directory without one or a backing file that is gone with no
+copy kept is refused in one line with nothing changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import pathlib
+
+import pytest
+
+from nova_orphans import cli
+from nova_orphans.act import manifest
+from nova_orphans.act.manifest import BackingFile, Kept, Manifest
+from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+
+OLD, YOUNG = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
+
+
+class State:
+    """A state directory with a journal and a quarantine, and a config file naming them."""
+
+    def __init__(self, tmp_path: pathlib.Path) -> None:
+        self.root = tmp_path
+        self.state = tmp_path / "state"
+        self.quarantine = self.state / "quarantine"
+        self.instances = tmp_path / "instances"
+        self.instances.mkdir()
+        self.config = tmp_path / "nova-orphans.conf"
+        self.config.write_text(
+            f"[DEFAULT]\nhost = cmp-1\ninstances_path = {self.instances}\n"
+            f"[libvirt]\nconnection_uri = test:///default\n[agent]\nstate_dir = {self.state}\n"
+        )
+
+    def run(self, *argv: str) -> int:
+        return cli.main([*argv, "--config-file", str(self.config)])
+
+    def entry(
+        self,
+        uuid: str,
+        age_days: float,
+        *,
+        journal: bool = False,
+        kept: Kept | None = None,
+        with_manifest: bool = True,
+    ) -> pathlib.Path:
+        """A reaped guest's quarantine directory (XML, files, manifest), ``age_days`` old."""
+        now = datetime.datetime.now(datetime.timezone.utc)
+        stamp = (now - datetime.timedelta(days=age_days)).strftime(STAMP_FORMAT)
+        directory = self.quarantine / uuid / stamp
+        (directory / "files").mkdir(parents=True)
+        (directory / "files" / "disk").write_bytes(b"disk")
+        (directory / "domain.xml").write_text(f"<domain><uuid>{uuid}</uuid></domain>")
+        if with_manifest:
+            saved = Manifest(uuid, "deleted", stamp, "guest", True, (), kept or Kept(), True)
+            manifest.write(str(directory), saved)
+        if journal:
+            with self.journal() as opened:
+                opened.add_quarantine(
+                    QuarantineEntry(uuid, stamp, "deleted", str(directory), True, [])
+                )
+        return directory
+
+    def journal(self) -> Journal:
+        return _Opened(str(self.state / "journal.sqlite"))
+
+    def tree(self) -> list[tuple[str, bytes]]:
+        """Every file and directory (with its content) but the journal's own files."""
+        return sorted(
+            (str(p.relative_to(self.root)), p.read_bytes() if p.is_file() else b"")
+            for p in self.root.rglob("*")
+            if not p.name.startswith("journal.sqlite")
+        )
+
+
+class _Opened(Journal):
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def state(tmp_path: pathlib.Path) -> State:
+    return State(tmp_path)
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+# --- purge -----------------------------------------------------------------------------
+
+
+def test_purge_deletes_expired_entries_of_the_journal_and_of_manifests_alone(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = state.entry(OLD, 10, journal=True)
+    manifest_only = state.entry("33333333-3333-4333-8333-333333333333", 9)
+    young = state.entry(YOUNG, 1, journal=True)
+    assert state.run("purge", "--older-than", "7") == 0
+    assert not known.exists() and not manifest_only.exists() and young.exists()
+    out = capsys.readouterr().out
+    assert out.count("done ") == 2 and "purged" in out
+    with state.journal() as journal:
+        assert [e.uuid for e in journal.quarantine()] == [YOUNG]
+        purges = [i for i in journal.history() if i.step == "purge"]
+    # Every purge journaled: an intent, then its outcome.
+    assert sorted(i.uuid for i in purges) == sorted([OLD, "33333333-3333-4333-8333-333333333333"])
+    assert all(i.outcome == "done" and not i.dry_run and i.finished_at for i in purges)
+
+
+def test_purge_dry_run_deletes_nothing_and_journals_what_it_would_do(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = state.entry(OLD, 10, journal=True)
+    before = state.tree()
+    assert state.run("purge", "--older-than", "7", "--dry-run") == 0
+    assert f"would purge {old}" in capsys.readouterr().out
+    assert old.exists()
+    with state.journal() as journal:
+        assert [e.uuid for e in journal.quarantine()] == [OLD]
+        (intent,) = journal.history()
+    assert (intent.step, intent.dry_run, intent.outcome) == ("purge", True, "done")
+    assert state.tree() == before
+
+
+@pytest.mark.parametrize("broken", ["no manifest", "corrupt manifest"])
+def test_purge_refuses_a_directory_nothing_describes_and_purges_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], broken: str
+) -> None:
+    old = state.entry(OLD, 10, journal=True)
+    bad = state.entry(YOUNG, 30, with_manifest=broken == "corrupt manifest")
+    if broken == "corrupt manifest":
+        (bad / "manifest.json").write_text("{not json")
+    before = state.tree()
+    assert state.run("purge", "--older-than", "7") == cli.EXIT_ERROR
+    line = _one_line(capsys)
+    assert str(bad) in line and "nothing purged" in line
+    assert broken.split()[-1] in line
+    assert state.tree() == before and old.exists()
+
+
+# --- restore and list ------------------------------------------------------------------
+
+
+def test_restore_of_a_corrupt_manifest_is_one_line_and_changes_nothing(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = state.entry(OLD, 1)
+    (directory / "manifest.json").write_text('{"version": 1}')
+    before = state.tree()
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    line = _one_line(capsys)
+    assert "corrupt manifest" in line and "nothing changed" in line
+    assert state.tree() == before
+
+
+def test_restore_without_journal_or_manifest_is_one_line_and_changes_nothing(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.entry(OLD, 1, with_manifest=False)
+    before = state.tree()
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert "has no manifest.json" in _one_line(capsys)
+    assert state.tree() == before
+
+
+def test_restore_with_a_backing_file_gone_and_no_copy_is_one_line_and_changes_nothing(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = str(state.instances / "_base" / "abc")
+    kept = Kept(backing=(BackingFile(base, "0-abc", "hard link", 4),))
+    state.entry(OLD, 1, journal=True, kept=kept)  # backing/0-abc was never made
+    before = state.tree()
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    line = _one_line(capsys)
+    assert f"backing file {base} is missing and so is its copy" in line
+    assert state.tree() == before
+
+
+def test_quarantine_list_says_whether_each_entry_is_restorable_and_what_it_holds(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = str(state.instances / "_base" / "abc")
+    broken = Kept(backing=(BackingFile(base, "0-abc", "hard link", 4),))
+    state.entry(OLD, 2, journal=True, kept=Kept(managed_save=True, snapshots=("s1",)))
+    (state.quarantine / OLD).glob("*").__next__().joinpath("managed.save").write_bytes(b"ram")
+    snapshots = next((state.quarantine / OLD).glob("*")) / "snapshots"
+    snapshots.mkdir()
+    (snapshots / "0.xml").write_text("<domainsnapshot/>")
+    state.entry(YOUNG, 1, kept=broken)
+    assert state.run("quarantine", "list") == 0
+    old, young = capsys.readouterr().out.splitlines()
+    assert f"{OLD}  deleted   restorable: xml, files, managed-save, 1 snapshot" in old
+    assert f"{YOUNG}  deleted   NOT restorable: backing file {base} is missing" in young
+
+
+def test_restore_is_journaled_and_closes_the_entry(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import libvirt
+
+    from nova_orphans.act import live
+    from tests import worlds
+
+    uuid = worlds.random_uuid()
+    conn = libvirt.open("test:///default")
+    conn.defineXML(
+        f"<domain type='test'><name>{worlds.instance_name()}</name><uuid>{uuid}</uuid>"
+        "<memory unit='KiB'>32768</memory><os><type>hvm</type></os></domain>"
+    )
+    effects = live.LiveEffects("test:///default", str(state.instances), str(state.quarantine))
+    stamp = "20240501T120000Z"
+    directory = effects.quarantine_dir(uuid, stamp)
+    effects.save_xml(directory, effects.domain_xml(uuid))
+    saved = Manifest(uuid, "unknown", stamp, "x", kept=effects.keep_state(uuid, directory))
+    effects.undefine(uuid, directory)
+    effects.write_manifest(directory, dataclasses.replace(saved, undefined=True))
+    effects.close()
+    try:
+        assert state.run("restore", uuid) == 0
+        assert conn.lookupByUUIDString(uuid).isPersistent()
+    finally:
+        conn.lookupByUUIDString(uuid).undefine()
+        conn.close()
+    with state.journal() as journal:
+        (intent,) = journal.history(uuid)
+        assert (intent.step, intent.outcome) == ("restore", "done")
+        (entry,) = journal.quarantine(include_done=True)
+        assert entry.restored_at is not None
+    capsys.readouterr()
+    assert state.run("quarantine", "list") == 0
+    assert uuid not in capsys.readouterr().out
+
+
+def test_a_refused_restore_is_journaled_as_failed(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = state.entry(OLD, 1, journal=True)
+    (directory / "files").rename(directory / "elsewhere")
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert "its instance files are not in" in _one_line(capsys)
+    with state.journal() as journal:
+        (intent,) = journal.history(OLD)
+        assert (intent.step, intent.outcome) == ("restore", "failed")
+        assert [e.uuid for e in journal.quarantine()] == [OLD]
