@@ -21,8 +21,9 @@ from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
+from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Domain, NovaView, Selector
+from nova_orphans.core.model import Domain, Finding, NovaView, Selector
 from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
@@ -121,9 +122,10 @@ class Agent:
         self._log_identity(report.identity)
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
-        sightings = next_sightings(
-            self.journal.sightings(), report.findings, now, self.policy.interval
-        )
+        holds = self._holds(report.findings, now)
+        # NOTE: a held guest is not counted: once released it must be seen afresh.
+        counted = [f for f in report.findings if f.uuid not in holds]
+        sightings = next_sightings(self.journal.sightings(), counted, now, self.policy.interval)
         if report.identity.verified:
             # NOTE: a view not proven to be this host's must not count towards
             # sightings_required: the cycle after the proof would act on it at once.
@@ -136,6 +138,7 @@ class Agent:
             report.nova_guests,
             report.servers_here,
             identity=report.identity,
+            holds=holds,
         )
         self._log_plan(plan)
         actuator = Actuator(
@@ -155,6 +158,27 @@ class Agent:
                 self.journal.mark_stopped(outcome.uuid, self.clock())
         self._purge_expired(now)
         return CycleResult(report, plan, tuple(outcomes))
+
+    def _holds(self, findings: list[Finding], now: datetime.datetime) -> dict[str, Hold]:
+        """Every guest on hold, after holding those someone started since the agent stopped them.
+
+        NOTE: docs/design.md rule 12: a guest someone started after the agent stopped
+        it is the operator's decision, not a new orphan; it stays on hold until released.
+        """
+        holds = self.journal.holds()
+        started = started_by_someone_else(
+            findings, self.journal.last_live_steps(), self.journal.last_releases(), holds
+        )
+        for uuid, reason in started.items():
+            holds[uuid] = self.journal.hold(uuid, reason, now)
+            LOG.warning(
+                "put on hold uuid=%s: %s; release with `nova-orphans release %s`",
+                uuid,
+                reason,
+                uuid,
+            )
+        self.metrics.on_hold.set(len(holds))
+        return holds
 
     def _purge_expired(self, now: datetime.datetime) -> None:
         """Purge quarantine entries older than ``retention`` (a dry run only records)."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from nova_orphans.core import identity
 from nova_orphans.core.classify import classify
+from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
 from nova_orphans.observe import nova_nodes
 from nova_orphans.observe.errors import IdentityMismatch
@@ -37,6 +38,8 @@ class AuditReport:
     #: Domains carrying Nova metadata, and live servers Nova places here (for the brake).
     nova_guests: int = 0
     servers_here: int = 0
+    #: Guests on hold, by UUID, as the journal (if any) says; audit still classifies them.
+    holds: Mapping[str, Hold] = dataclasses.field(default_factory=dict)
 
     @property
     def has_orphans(self) -> bool:

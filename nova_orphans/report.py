@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Finding
 from nova_orphans.pipeline import AuditReport
@@ -14,8 +15,8 @@ from nova_orphans.pipeline import AuditReport
 COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
 
 
-def finding_record(finding: Finding) -> dict[str, Any]:
-    """One finding as plain JSON-ready data."""
+def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]:
+    """One finding as plain JSON-ready data (``hold``: the guest's hold, if on hold)."""
     domain, server = finding.domain, finding.server
     meta = domain.metadata if domain else None
     return {
@@ -36,6 +37,7 @@ def finding_record(finding: Finding) -> dict[str, Any]:
         "deleted_at": server.deleted_at.isoformat() if server and server.deleted_at else None,
         "disks": [vars(d) for d in domain.disks] if domain else [],
         "interfaces": [vars(i) for i in domain.interfaces] if domain else [],
+        "hold": {"since": hold.since.isoformat(), "reason": hold.reason} if hold else None,
     }
 
 
@@ -60,14 +62,14 @@ def render_json(report: AuditReport) -> str:
             "host": report.host,
             "checked_at": report.checked_at.isoformat(),
             "identity": identity_record(report.identity),
-            "findings": [finding_record(f) for f in report.findings],
+            "findings": [finding_record(f, report.holds.get(f.uuid)) for f in report.findings],
         },
         indent=2,
     )
 
 
-def table_row(f: Finding) -> tuple[str, ...]:
-    """One finding as the cells of ``COLUMNS``."""
+def table_row(f: Finding, hold: Hold | None = None) -> tuple[str, ...]:
+    """One finding as the cells of ``COLUMNS``; a hold is told after the reason."""
     return (
         f.kind.value,
         f.uuid,
@@ -76,13 +78,13 @@ def table_row(f: Finding) -> tuple[str, ...]:
         (f.server.host or "-") if f.server else "-",
         (f.server.vm_state or "-") if f.server else "-",
         (f.server.task_state or "-") if f.server else "-",
-        f.reason,
+        f"{f.reason}; {hold.describe()}" if hold else f.reason,
     )
 
 
 def render_table(report: AuditReport) -> str:
     """The report as an aligned table with a summary line."""
-    rows = [table_row(f) for f in report.findings]
+    rows = [table_row(f, report.holds.get(f.uuid)) for f in report.findings]
     widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]

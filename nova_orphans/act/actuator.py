@@ -94,6 +94,11 @@ class Actuator:
         if changed:
             self._journal.forget(finding.uuid)
             return self._record(decision, "skipped", f"re-verification: {changed}")
+        # NOTE: the operator may have restored the guest since the plan was made: its
+        # hold is read afresh, right before the step (docs/design.md rule 12).
+        hold = self._journal.hold_of(finding.uuid)
+        if hold is not None:
+            return self._record(decision, "skipped", f"re-verification: {hold.describe()}")
         intent = self._journal.begin(
             finding.uuid, finding.kind, decision.step.value, self._dry_run, self._clock()
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from typing import Any
@@ -10,10 +11,12 @@ from typing import Any
 from nova_orphans import conf as config
 from nova_orphans import pipeline, report
 from nova_orphans.cli import common
+from nova_orphans.core.holds import Hold
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransport
 from nova_orphans.observe.nova_session import transport_from_conf as _transport
+from nova_orphans.record.journal import Journal
 
 
 def register(commands: Any) -> None:
@@ -50,7 +53,18 @@ def run_audit(args: argparse.Namespace) -> int:
             settings.deny,
             settings.compute_id_dirs,
         )
-    return show(result, args.format)
+    return show(dataclasses.replace(result, holds=_holds(conf)), args.format)
+
+
+def _holds(conf: Any) -> dict[str, Hold]:
+    """The guests on hold, from the agent's journal read-only; none when there is no journal."""
+    journal = Journal.read_only(config.state_paths(conf).journal)
+    if journal is None:
+        return {}
+    try:
+        return journal.holds()
+    finally:
+        journal.close()
 
 
 def run_demo(args: argparse.Namespace) -> int:

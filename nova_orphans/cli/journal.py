@@ -1,4 +1,5 @@
-"""``history``, ``quarantine list``, ``restore`` and ``purge``: the journal and the quarantine."""
+"""``history``, ``quarantine list``, ``restore``, ``release`` and ``purge``: the journal and
+the quarantine."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import dataclasses
 import datetime
 import json
 import os
+import sys
 import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
 from nova_orphans.act import quarantine, retention
+from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import common
-from nova_orphans.record.journal import Intent, Journal
+from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
 
 def register(commands: Any) -> None:
@@ -41,7 +46,19 @@ def register(commands: Any) -> None:
     common.add_host(restore)
     restore.add_argument("uuid", type=_uuid, metavar="UUID")
     restore.add_argument("--start", action="store_true", help="start the guest once defined")
+    restore.add_argument(
+        "--force",
+        action="store_true",
+        help="restore (and start) even when Nova runs the server or cannot be asked",
+    )
     restore.set_defaults(handler=restore_guest)
+
+    release = commands.add_parser(
+        "release", help="let the agent act on a guest on hold again (as a fresh finding)"
+    )
+    common.add_config(release)
+    release.add_argument("uuid", type=_uuid, metavar="UUID")
+    release.set_defaults(handler=release_guest)
 
     purge = commands.add_parser("purge", help="delete old quarantine entries for good")
     common.add_config(purge)
@@ -76,23 +93,50 @@ def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]
 
 
 def show_history(args: argparse.Namespace) -> int:
-    """Print intents and outcomes, the dry runs' (from their own journal) marked as such."""
+    """Print intents and outcomes (the dry runs', from their own journal, marked as such),
+    and holds and releases, newest first."""
     journal, paths, _ = _journal(args)
-    intents = journal.history(args.uuid, args.limit)
+    events = _events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
-        intents += _dry_run_history(paths.dry_run_journal, args.uuid, args.limit)
-        intents.sort(key=lambda i: datetime.datetime.fromisoformat(i.started_at), reverse=True)
-        del intents[args.limit :]
+        events += _steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
+        events.sort(key=lambda e: e[0], reverse=True)
+    del events[args.limit :]
     if args.format == "json":
-        print(json.dumps([dataclasses.asdict(i) for i in intents], indent=2))
+        print(json.dumps([record for _, record, _ in events], indent=2))
         return common.EXIT_OK
+    for _, _, line in events:
+        print(line)
+    return common.EXIT_OK
+
+
+def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, str]]:
+    """(when, JSON record, table line) of every step, hold and release, newest first.
+
+    A step's record is its intent with ``event`` "step"; a hold's and a release's
+    have ``event``, ``uuid``, ``at`` and ``reason``.
+    """
+    events = _steps(journal.history(uuid))
+    for h in journal.hold_events(uuid):
+        moments = [("hold", h.since)] + ([("release", h.released_at)] if h.released_at else [])
+        for event, at in moments:
+            record = {"event": event, "uuid": h.uuid, "at": at.isoformat(), "reason": h.reason}
+            events.append((at, record, f"{at.isoformat()}  {h.uuid}  {event:<14}  {h.reason}"))
+    # NOTE: sorted is stable: events of the same moment keep the order above.
+    return sorted(events, key=lambda e: e[0], reverse=True)
+
+
+def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, str]]:
+    """(when, JSON record, table line) of each intent; its record has ``event`` "step"."""
+    events = []
     for i in intents:
         dry = " (dry run)" if i.dry_run else ""
-        print(
+        line = (
             f"{i.started_at}  {i.uuid}  {i.kind:<9} {i.step:<4}{dry}  "
             f"{i.outcome or 'OPEN'}  {i.detail or ''}"
         )
-    return common.EXIT_OK
+        record = {"event": "step", **dataclasses.asdict(i)}
+        events.append((datetime.datetime.fromisoformat(i.started_at), record, line))
+    return events
 
 
 def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
@@ -128,16 +172,62 @@ def list_quarantine(args: argparse.Namespace) -> int:
 
 
 def restore_guest(args: argparse.Namespace) -> int:
-    """Redefine a reaped guest from its saved XML and move its files back."""
+    """Ask Nova, then redefine a reaped guest from its saved XML, move its files back and
+    put it on hold (docs/design.md rules 12 and 13).
+
+    Exit 1 with ``refused: …`` when Nova runs the server and ``--start`` was asked, or
+    when Nova cannot be asked; ``--force`` overrides. Nothing is changed on a refusal.
+    """
     journal, paths, conf = _journal(args)
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
     entry = quarantine.latest(journal, paths.quarantine, args.uuid)
     if entry is None:
         raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
-    detail = quarantine.restore_journaled(
-        journal, entry, settings.libvirt_uri, settings.instances_path, args.start, common.now
+    nova = NovaObserver(transport_from_conf(conf))
+
+    def define(entry: QuarantineEntry, start: bool) -> str:
+        return quarantine.restore_journaled(
+            journal, entry, settings.libvirt_uri, settings.instances_path, start, common.now
+        )
+
+    try:
+        restored = guarded.restore(
+            entry,
+            nova=nova,
+            host=settings.host,
+            journal=journal,
+            define=define,
+            now=common.now(),
+            start=args.start,
+            force=args.force,
+        )
+    except guarded.RestoreRefused as exc:
+        return common.fail(common.EXIT_ERROR, f"refused: {exc}")
+    if restored.warning:
+        print(f"nova-orphans: warning: {restored.warning}", file=sys.stderr)
+    print(
+        f"{restored.detail}; on hold: the agent leaves it alone until "
+        f"`nova-orphans release {entry.uuid}`"
     )
-    print(f"restored {entry.uuid}: {detail}")
+    return common.EXIT_OK
+
+
+def release_guest(args: argparse.Namespace) -> int:
+    """Release a guest's hold: the agent treats it as a fresh finding again."""
+    path = config.state_paths(common.load_conf(args)).journal
+    released = None
+    if os.path.isfile(path):  # NOTE: no journal, no hold: none is created
+        journal = Journal(path)
+        try:
+            released = journal.release(args.uuid, common.now())
+        finally:
+            journal.close()
+    if released is None:
+        raise common.UsageError(f"{args.uuid} is not on hold; nothing released")
+    print(
+        f"released {args.uuid} (on hold since {released.since.isoformat()}: "
+        f"{released.reason}); the agent will see it afresh"
+    )
     return common.EXIT_OK
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
+from nova_orphans.core.holds import Hold, held_why
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import ACTIONABLE_KINDS, Finding, Kind
 from nova_orphans.core.policy import Action, Policy, Step
@@ -49,19 +50,27 @@ def decide(
     servers_here: int,
     *,
     identity: Verdict,
+    holds: Mapping[str, Hold] | None = None,
 ) -> Plan:
     """Plan the cycle.
 
     ``nova_guests``: domains on the host carrying Nova metadata;
     ``servers_here``: live servers Nova places on the host;
-    ``identity``: whether the libvirt read is the host's (nothing is done unless verified).
+    ``identity``: whether the libvirt read is the host's (nothing is done unless verified);
+    ``holds``: guests on hold by UUID — never given a step (docs/design.md rule 12).
     """
+    holds = holds or {}
     findings = list(findings)
     brake = _brake(findings, policy, nova_guests, servers_here, identity)
     due: list[Decision] = []
     decisions: list[Decision] = []
     for finding in findings:
-        decision = _decide_one(finding, sightings.get(finding.uuid), policy, now)
+        hold = holds.get(finding.uuid)
+        decision = (
+            Decision(finding, policy.action_for(finding.kind), None, held_why(hold))
+            if hold
+            else _decide_one(finding, sightings.get(finding.uuid), policy, now)
+        )
         if decision.step is not None and brake:
             decision = dataclasses.replace(decision, step=None, why=f"brake: {brake}")
         (due if decision.step is not None else decisions).append(decision)

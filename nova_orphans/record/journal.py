@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from nova_orphans.core.holds import Hold, LastStep
 from nova_orphans.core.model import Kind
 from nova_orphans.core.sightings import Sighting
 from nova_orphans.record import lock
@@ -35,6 +36,10 @@ CREATE TABLE IF NOT EXISTS quarantine (
     uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
     files_moved INTEGER NOT NULL, leftovers TEXT NOT NULL, restored_at TEXT, purged_at TEXT,
     PRIMARY KEY (uuid, reaped_at));
+CREATE TABLE IF NOT EXISTS holds (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, since TEXT NOT NULL,
+    reason TEXT NOT NULL, released_at TEXT, released_after_intent INTEGER);
+CREATE UNIQUE INDEX IF NOT EXISTS holds_active ON holds (uuid) WHERE released_at IS NULL;
 """
 
 #: The sightings table's columns; a table with others is from an older version (see
@@ -134,9 +139,12 @@ class Journal:
     exclusive opener gets ``JournalLocked`` before anything is read or written.
     """
 
-    def __init__(self, path: str, exclusive: bool = False) -> None:
+    def __init__(self, path: str, exclusive: bool = False, *, read_only: bool = False) -> None:
         self.path = path
         self._lock: int | None = None
+        if read_only:
+            self._db = self._open_read_only(path)
+            return
         try:
             pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if exclusive:
@@ -163,6 +171,30 @@ class Journal:
         columns = tuple(row[1] for row in self._db.execute("PRAGMA table_info(sightings)"))
         if columns and columns != SIGHTINGS_COLUMNS:
             self._db.execute("DROP TABLE sightings")
+
+    @classmethod
+    def read_only(cls, path: str) -> Journal | None:
+        """The journal at ``path`` opened read-only, or None when there is none.
+
+        NOTE: ``audit`` changes nothing: it never creates a journal (nor its
+        directory), and never writes to one.
+        """
+        if not os.path.isfile(path):
+            return None
+        journal = cls(path, read_only=True)
+        tables = journal._execute("SELECT name FROM sqlite_master WHERE name = 'holds'")
+        if tables.fetchone() is None:  # written by an older version: nothing is on hold
+            journal.close()
+            return None
+        return journal
+
+    @staticmethod
+    def _open_read_only(path: str) -> sqlite3.Connection:
+        try:
+            uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+            return sqlite3.connect(uri, uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {path}: {exc}") from exc
 
     def close(self) -> None:
         """Close the database (and give its lock up)."""
@@ -307,6 +339,80 @@ class Journal:
             f"UPDATE quarantine SET {column} = ? WHERE uuid = ? AND reaped_at = ?",
             (_iso(now), entry.uuid, entry.reaped_at),
         )
+
+    # --- holds (docs/design.md rule 12) ----------------------------------------------------
+
+    def hold(self, uuid: str, reason: str, now: datetime.datetime) -> Hold:
+        """Put a guest on hold; a guest already on hold keeps its hold. Returns the hold."""
+        with self._transaction():
+            current = self.hold_of(uuid)
+            if current is not None:
+                return current
+            self._execute(
+                "INSERT INTO holds (uuid, since, reason) VALUES (?, ?, ?)",
+                (uuid, _iso(now), reason),
+            )
+        return Hold(uuid, now, reason)
+
+    def cancel_hold(self, hold: Hold) -> None:
+        """Remove a hold that never took effect (the restore that made it failed)."""
+        self._execute(
+            "DELETE FROM holds WHERE uuid = ? AND since = ? AND released_at IS NULL",
+            (hold.uuid, _iso(hold.since)),
+        )
+
+    def release(self, uuid: str, now: datetime.datetime) -> Hold | None:
+        """Release a guest's hold; None (and nothing changed) when it is not on hold.
+
+        NOTE: the guest's sightings are forgotten too: once released it is a fresh
+        finding and must be seen again for ``sightings_required`` cycles.
+        """
+        with self._transaction():
+            current = self.hold_of(uuid)
+            if current is None:
+                return None
+            self._execute(
+                "UPDATE holds SET released_at = ?, released_after_intent = "
+                "(SELECT COALESCE(MAX(id), 0) FROM intents) WHERE uuid = ? AND released_at IS NULL",
+                (_iso(now), uuid),
+            )
+            self._execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
+        return dataclasses.replace(current, released_at=now)
+
+    def hold_of(self, uuid: str) -> Hold | None:
+        """The guest's hold, read now; None when it is not on hold."""
+        found = self._holds("WHERE uuid = ? AND released_at IS NULL", (uuid,))
+        return found[0] if found else None
+
+    def holds(self) -> dict[str, Hold]:
+        """Every guest on hold now, by UUID."""
+        return {h.uuid: h for h in self._holds("WHERE released_at IS NULL", ())}
+
+    def hold_events(self, uuid: str | None = None) -> list[Hold]:
+        """Every hold ever made (released or not), oldest first, optionally of one UUID."""
+        if uuid:
+            return self._holds("WHERE uuid = ? ORDER BY id", (uuid,))
+        return self._holds("ORDER BY id", ())
+
+    def last_releases(self) -> dict[str, int]:
+        """Per guest released from a hold: the journal's last intent id at its last release."""
+        rows = self._execute(
+            "SELECT uuid, MAX(released_after_intent) FROM holds "
+            "WHERE released_at IS NOT NULL GROUP BY uuid"
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    def last_live_steps(self) -> dict[str, LastStep]:
+        """Each guest's last completed (outcome ``done``) live step."""
+        rows = self._execute(
+            "SELECT uuid, step, finished_at, id FROM intents WHERE id IN (SELECT MAX(id) FROM "
+            "intents WHERE dry_run = 0 AND outcome = 'done' GROUP BY uuid)"
+        )
+        return {r[0]: LastStep(r[1], _time(r[2]), r[3]) for r in rows}  # type: ignore[arg-type]
+
+    def _holds(self, where: str, args: tuple[Any, ...]) -> list[Hold]:
+        rows = self._execute(f"SELECT uuid, since, reason, released_at FROM holds {where}", args)
+        return [Hold(r[0], _time(r[1]), r[2], _time(r[3])) for r in rows]  # type: ignore[arg-type]
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -47,6 +47,12 @@ class Metrics:
             "Unix time of the last cycle that observed Nova and libvirt successfully.",
             registry=self.registry,
         )
+        self.on_hold = prom.Gauge(
+            "nova_orphans_guests_on_hold",
+            "Guests on hold (started by someone else after the agent stopped them, or "
+            "restored): never acted on until `nova-orphans release UUID`.",
+            registry=self.registry,
+        )
         for kind in Kind:
             self.findings.labels(kind=kind.value)
 

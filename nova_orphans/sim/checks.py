@@ -219,8 +219,9 @@ class Liveness:
 
     where ``start'`` is the latest of the episode's start and the last *excuse*: a
     cycle that aborted (Nova or libvirt fault), crashed or braked (globally), or, for
-    this guest, a plan that deferred it for ``max_actions_per_cycle``, a step that was
-    skipped or failed, or a scan that an injected fault made see it as another kind.
+    this guest, a plan that deferred it for ``max_actions_per_cycle`` or because it is on
+    hold (docs/design.md rule 12), a step that was skipped or failed, or a scan that an
+    injected fault made see it as another kind.
     Every excuse is visible in the cycle's plan, outcomes or error.
 
     The cycles grace_period and reap_delay also need (docs/design.md rule 15: ⌈G/I⌉
@@ -256,8 +257,9 @@ class Liveness:
         if result is None or result.error or result.plan is None or result.plan.brake:
             self.excuse(None, now)
             return
+        deferred = ("max_actions", "on hold")  # NOTE: a held guest waits for the operator
         self.excuse(
-            (d.finding.uuid for d in result.plan.decisions if d.why.startswith("max_actions")), now
+            (d.finding.uuid for d in result.plan.decisions if d.why.startswith(deferred)), now
         )
         self.excuse((o.uuid for o in result.outcomes if o.outcome != "done"), now)
         if scan_faulted and result.report is not None:

@@ -6,13 +6,15 @@ import datetime
 import pathlib
 
 from nova_orphans.act.recording import RecordingEffects
+from nova_orphans.act.restore import Restored
+from nova_orphans.act.restore import restore as guarded_restore
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.core.model import Kind
+from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action, Policy
 from nova_orphans.demo.simhost import SimulatedEffects, SimulatedHost
 from nova_orphans.demo.simnova import START, SimulatedNova
 from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import Journal
+from nova_orphans.record.journal import Journal, QuarantineEntry
 
 HOST, OTHER = "cmp-1", "cmp-2"
 DESTRUCTIVE = frozenset({"stop", "undefine", "move_instance_files"})
@@ -83,3 +85,29 @@ class SimWorld:
         return {
             u for m, u in self.effects.calls if m in ("stop", "undefine", "move_instance_files")
         }
+
+    def start(self, uuid: str) -> None:
+        """The operator starts the guest (``virsh start``)."""
+        self.hv.change(uuid, state=DomainState.RUNNING)
+
+    def restore(self, uuid: str, *, start: bool = False, force: bool = False) -> Restored:
+        """``nova-orphans restore UUID [--start] [--force]``: the real guards, the real
+        journal, the simulated libvirt define."""
+
+        def define(entry: QuarantineEntry, start: bool) -> str:
+            self.hv.restore(entry.uuid)
+            if start:
+                self.start(entry.uuid)
+            return f"restored {entry.uuid}" + ("; started" if start else "")
+
+        (entry,) = [e for e in self.journal.quarantine() if e.uuid == uuid]
+        return guarded_restore(
+            entry,
+            nova=self.agent.nova,
+            host=HOST,
+            journal=self.journal,
+            define=define,
+            now=self.now,
+            start=start,
+            force=force,
+        )

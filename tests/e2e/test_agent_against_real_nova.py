@@ -132,12 +132,22 @@ class AgentCli:
         return Cycle(done)
 
     def history(self, uuid: str) -> list[dict[str, Any]]:
-        """``history --uuid U --format json``: intents with their outcomes, newest first."""
+        """``history --uuid U --format json``: the steps with their outcomes, newest first."""
+        return [e for e in self.events(uuid) if e["event"] == "step"]
+
+    def events(self, uuid: str) -> list[dict[str, Any]]:
+        """Every event of ``history --uuid U --format json``: steps, holds, releases."""
         done = harness.run_cli(
             "history", "--config-file", str(self.conf), "--uuid", uuid, "--format", "json"
         )
         assert done.returncode == EXIT_OK, show(done)
         return list(json.loads(done.stdout))
+
+    def release(self, uuid: str) -> None:
+        """``release UUID``: the agent may act on the guest again."""
+        done = harness.run_cli("release", "--config-file", str(self.conf), uuid)
+        assert done.returncode == EXIT_OK, show(done)
+        assert done.stdout.startswith(f"released {uuid}"), show(done)
 
     def quarantine(self) -> list[dict[str, Any]]:
         """``quarantine list --format json``: the restorable entries."""
@@ -609,6 +619,92 @@ def test_server_soft_deleted_then_restored_around_the_cycles_is_never_touched(
     assert nova.server(target)["status"] == "ACTIVE"
 
 
+# --------------------------------------------------------------------------- restore
+
+
+def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is_refused_and_forced_restore_is_held(  # noqa: E501
+    nova_stack: harness.Nova,
+    nova_orphans_cli: str,
+    servers: Servers,
+    qemu_guests: Callable[..., str],
+    tmp_path: pathlib.Path,
+) -> None:
+    """docs/design.md rules 13 and 12. The source copy of a server live-migrated host1 ->
+    host2 is stopped and undefined by the agent. ``restore --start`` asks Nova first: Nova
+    runs that server on host2, so it is refused — exit 1, one ``refused:`` line naming
+    host2, the domain neither defined nor started, the journal unchanged. ``--start
+    --force`` restores and starts it, puts it on hold (``history`` and ``audit`` show the
+    hold, forced), and the agent leaves it running until ``release``."""
+    nova = nova_stack
+    keeper, migrated = servers.boot("host1", "host1")
+    nova.live_migrate(migrated, "host2")
+    assert nova.server(migrated)["OS-EXT-SRV-ATTR:host"] == "host2"
+    qemu_guests(keeper, "keeper")
+    qemu_guests(migrated, "migrated")
+    # NOTE: qemu:///system is shared: a domain another session defines mid-test would
+    # otherwise make the orphan-fraction brake hold this test's last cycle.
+    agent = write_agent(
+        tmp_path,
+        host="host1",
+        instances_path=tmp_path / "instances",
+        mine=[keeper, migrated],
+        brake_min_orphans=10,
+    )
+    expect = (EXIT_ACTED,)
+    (step,) = agent.cycle(expect=expect).steps(migrated)
+    assert (step["step"], step["outcome"]) == ("stop", "done"), step
+    (step,) = agent.cycle(expect=expect).steps(migrated)
+    assert (step["step"], step["outcome"]) == ("reap", "done"), step
+    assert harness.domain_state(migrated) is None
+    (entry,) = [e for e in agent.quarantine() if e["uuid"] == migrated]
+    assert entry["kind"] == "misplaced", entry
+    journal_before = (agent.quarantine(), agent.events(migrated))
+
+    refused = agent.restore(migrated, "--start")
+    assert refused.returncode == EXIT_ERROR, show(refused)
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith(
+        f"nova-orphans: refused: Nova runs server {migrated} on host host2 (status ACTIVE)"
+    ), line
+    assert "--force" in line and not refused.stdout, show(refused)
+    assert harness.domain_state(migrated) is None  # neither defined nor started
+    assert (agent.quarantine(), agent.events(migrated)) == journal_before
+
+    forced = agent.restore(migrated, "--start", "--force")
+    assert forced.returncode == EXIT_OK, show(forced)
+    (warning,) = forced.stderr.strip().splitlines()
+    assert warning.startswith("nova-orphans: warning: --force: Nova runs server"), warning
+    assert f"`nova-orphans release {migrated}`" in forced.stdout, show(forced)
+    assert harness.domain_state(migrated) == "running"
+    assert is_persistent(migrated)
+    hold = agent.events(migrated)[0]
+    assert hold["event"] == "hold", hold
+    assert hold["reason"].startswith("restored from quarantine and started"), hold
+    assert "forced: Nova runs server" in hold["reason"] and "host2" in hold["reason"], hold
+
+    audited = harness.run_audit(agent.conf, "host1", QEMU)
+    assert audited.returncode == EXIT_FOUND, show(audited)
+    finding = harness.findings_by_uuid(audited)[migrated]
+    assert finding["kind"] == "misplaced", finding  # still classified
+    assert finding["hold"]["reason"] == hold["reason"], finding
+
+    for _ in range(2):  # on hold: the agent leaves the running duplicate alone
+        cycle = agent.cycle(expect=EXIT_FOUND)
+        d = cycle.decision(migrated)
+        assert d and d["kind"] == "misplaced" and d["why"].startswith("on hold: restored"), d
+        assert cycle.steps(migrated) == []
+        assert harness.domain_state(migrated) == "running"
+    assert len(agent.history(migrated)) == 2  # the stop and the reap, nothing since
+
+    agent.release(migrated)
+    (step,) = agent.cycle(expect=EXIT_ACTED).steps(migrated)  # a fresh finding again
+    assert (step["step"], step["outcome"]) == ("stop", "done"), step
+    assert [e["event"] for e in agent.events(migrated)] == [
+        "step", "release", "hold", "step", "step",
+    ]  # fmt: skip
+    assert_untouched(agent, keeper)
+
+
 # --------------------------------------------------------------------------- leftovers
 
 
@@ -785,10 +881,13 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
         restored = agent.restore(victim, "--start")
         assert restored.returncode == EXIT_OK, show(restored)
         assert restored.stdout.startswith(f"restored {victim}"), restored.stdout
+        assert not restored.stderr, restored.stderr  # Nova has only a deleted row: no warning
         assert harness.domain_state(victim) == "running"
         assert is_persistent(victim)
         assert digest(home) == before
         assert [e for e in agent.quarantine() if e["uuid"] == victim] == []
+        assert agent.events(victim)[0]["event"] == "hold"  # the operator's decision wins
+        agent.release(victim)
 
         # Archived: Nova has no record at all any more.
         assert harness.archive_deleted_rows() == 1

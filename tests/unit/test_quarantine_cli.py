@@ -86,7 +86,15 @@ class _Opened(Journal):
 
 
 @pytest.fixture
-def state(tmp_path: pathlib.Path) -> State:
+def state(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> State:
+    # NOTE: restore asks Nova first (docs/design.md rule 13); this Nova has no record of
+    # any guest here, so every restore is allowed to start.
+    from nova_orphans.cli import journal as cli_journal
+    from nova_orphans.demo.simnova import SimulatedNova
+
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1")
+    monkeypatch.setattr(cli_journal, "transport_from_conf", lambda conf: nova)
     return State(tmp_path)
 
 
