@@ -91,6 +91,9 @@ class Agent:
     retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
     dry_run: bool = False
+    #: For a dry run: the live agent's journal, whose holds the dry run honours too
+    #: (read-only; the dry run keeps its own journal, docs/design.md rules 12 and 14).
+    live_journal_path: str | None = None
     stop_timeout: float = 60.0
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
@@ -165,7 +168,7 @@ class Agent:
         NOTE: docs/design.md rule 12: a guest someone started after the agent stopped
         it is the operator's decision, not a new orphan; it stays on hold until released.
         """
-        holds = self.journal.holds()
+        holds = {**self._live_holds(), **self.journal.holds()}
         started = started_by_someone_else(
             findings, self.journal.last_live_steps(), self.journal.last_releases(), holds
         )
@@ -179,6 +182,18 @@ class Agent:
             )
         self.metrics.on_hold.set(len(holds))
         return holds
+
+    def _live_holds(self) -> dict[str, Hold]:
+        """The live agent's holds, for a dry run beside it (none when there is no journal)."""
+        if not self.live_journal_path:
+            return {}
+        live = Journal.read_only(self.live_journal_path)
+        if live is None:
+            return {}
+        try:
+            return live.holds()
+        finally:
+            live.close()
 
     def _purge_expired(self, now: datetime.datetime) -> None:
         """Purge quarantine entries older than ``retention`` (a dry run only records)."""

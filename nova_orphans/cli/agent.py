@@ -106,6 +106,7 @@ def build_agent(
         compute_id_dirs=settings.compute_id_dirs,
         deny=settings.deny,
         dry_run=dry_run,
+        live_journal_path=paths.journal if dry_run else None,
         stop_timeout=float(conf.agent.stop_timeout),
         metrics=metrics,
         retention=datetime.timedelta(days=conf.agent.quarantine_retention_days),

@@ -112,6 +112,20 @@ def test_dry_run_from_the_config_also_keeps_its_own_journal(tmp_path, demo):
     assert Journal(str(state / "journal.sqlite")).sightings() == {}
 
 
+def test_a_dry_run_honours_the_live_agents_holds(tmp_path, demo):
+    """docs/design.md rules 12 and 14: the dry run keeps its own journal, yet a guest the
+    operator put on hold in the live journal gets no step in the dry run either, so dry-run
+    decisions stay the live agent's."""
+    conf = config(tmp_path, sightings_required=1)
+    live = Journal(str(tmp_path / "state" / "journal.sqlite"))
+    live.hold(DB_OLD, "restored by the operator", demo.now)
+    live.close()
+    dry = one_cycle(conf, demo, demo.now, dry_run=True)
+    assert decision(dry, DB_OLD).step is None
+    assert decision(dry, DB_OLD).why.startswith("on hold")
+    assert dry.outcomes == ()
+
+
 def test_a_second_agent_on_the_same_journal_is_refused_before_it_reads_anything(tmp_path):
     path = str(tmp_path / "journal.sqlite")
     first = Journal(path, exclusive=True)
