@@ -3,9 +3,11 @@
 Requests per observation: one paged listing of the live servers on the host,
 one paged listing of the migrations touching the host, and one lookup per
 domain that the listing did not explain (when there are many, one paged
-listing of the host's deleted rows first explains the deleted ones in bulk).
-The observer fails closed: any error, timeout, refused credential or
-inconsistent page raises ``NovaError``; it never answers "no servers" on failure.
+listing of the host's deleted rows first explains the deleted ones in bulk);
+a lookup that finds no record is confirmed by ``GET /servers/{id}``.
+The observer fails closed: any error, timeout, refused credential, inconsistent
+page or partial record (a cell Nova cannot reach) raises ``NovaError``; it
+never answers "no servers" on failure (docs/design.md rules 3 and 17).
 """
 
 from __future__ import annotations
@@ -19,11 +21,30 @@ from typing import Any, Protocol
 import tenacity
 
 from nova_orphans.core.model import Migration, NovaView, Server
-from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError, NovaUnreachable
+from nova_orphans.observe.errors import (
+    NovaAuthFailed,
+    NovaBadAnswer,
+    NovaCellDown,
+    NovaError,
+    NovaUnreachable,
+)
 
-#: 2.59 gives paged, typed migrations; everything else we read is older.
-MICROVERSION = "2.59"
+#: 2.69: a cell Nova cannot reach answers ``GET /servers/{id}`` with a partial
+#: record and ``GET /os-services`` with status UNKNOWN, instead of an error the
+#: filtered listings would silently skip. 2.59 gave paged, typed migrations.
+#: NOTE: nothing else we read changed from 2.59 to 2.69 (2.60-2.68 touch
+#: multiattach, flavors, instance actions, trusted certs, server groups, aborts
+#: and forced live migration; 2.66 only adds the changes-before filter).
+#: Filtered or paged listings skip a down cell at every microversion
+#: (``[api] list_records_by_skipping_down_cells``), hence the confirmations.
+MICROVERSION = "2.69"
 PAGE_SIZE = 1000
+#: NOTE: Nova's ``[api] max_limit`` can shrink a page far below ``limit``; a
+#: listing may take up to this many pages per item asked for (at least
+#: ``MIN_PAGE_CAP``) before it is taken for a loop of fresh markers.
+PAGES_PER_LIMIT = 10
+MIN_PAGE_CAP = 1000
+COMPUTE_BINARY = "nova-compute"
 #: From this many unexplained domains on, deleted rows are listed in bulk first.
 BULK_LOOKUP_FROM = 5
 #: NOTE: with changes-since Nova's listing includes deleted rows as well as live
@@ -57,6 +78,7 @@ class NovaObserver:
     ) -> None:
         self._transport = transport
         self._page_size = page_size
+        self._max_pages = max(PAGES_PER_LIMIT * page_size, MIN_PAGE_CAP)
         self._retry = retry or default_retry()
 
     def observe(self, host: str, domain_uuids: Iterable[str]) -> NovaView:
@@ -103,7 +125,22 @@ class NovaObserver:
         return servers
 
     def lookup(self, uuid: str) -> Server | None:
-        """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none."""
+        """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none.
+
+        NOTE: a filtered listing silently skips a cell Nova cannot reach, so
+        "no record" is confirmed by ``GET /servers/{id}``, which answers a
+        partial record for a server in such a cell (and 404 for none).
+        """
+        record = self.listed(uuid)
+        if record is None and self.show(uuid) is not None:
+            raise NovaBadAnswer(
+                request=f"the lookup of {uuid}",
+                reason="the server listing has no record but GET /servers/{id} has",
+            )
+        return record
+
+    def listed(self, uuid: str) -> Server | None:
+        """The server listing's record of ``uuid`` (live or deleted), or None."""
         query = {"all_tenants": "1", "uuid": uuid, "changes-since": SINCE_THE_EPOCH}
         body = self._get("/servers/detail?" + urllib.parse.urlencode(query))
         items = _list_in(body, "servers", f"the lookup of {uuid}")
@@ -121,9 +158,10 @@ class NovaObserver:
         (an empty page is well-formed). The record is read through two endpoints
         (the listing with deleted rows, and ``GET /servers/{id}``) and they must
         agree; in-progress live migrations are read from the server's own
-        ``/migrations`` as well as from ``/os-migrations``.
+        ``/migrations`` as well as from ``/os-migrations``. A server in a cell
+        Nova cannot reach comes back partial from ``GET /servers/{id}``: error.
         """
-        record = self.lookup(uuid)
+        record = self.listed(uuid)
         shown = self.show(uuid)
         _require_agreement(uuid, record, shown)
         items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})
@@ -156,15 +194,36 @@ class NovaObserver:
         items = self._paged("/os-migrations", "migrations", {"host": host})
         return tuple(parse_migration(item) for item in items)
 
+    def compute_services(self, host: str | None = None) -> list[dict[str, Any]]:
+        """Nova's nova-compute services (of ``host`` only, when given).
+
+        Raises ``NovaCellDown`` when a service's cell did not answer (status UNKNOWN).
+        """
+        query = {"binary": COMPUTE_BINARY, **({"host": host} if host else {})}
+        request = "/os-services?" + urllib.parse.urlencode(query)
+        services = _list_in(self._get(request), "services", "the service listing")
+        for service in services:
+            if service.get("status") == "UNKNOWN":
+                raise NovaCellDown(
+                    what=f"compute host {service.get('host')!r} came back partial "
+                    "from the service listing (status UNKNOWN)"
+                )
+        return services
+
     def _paged(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Every item of a listing, following Nova's next links until there are none.
+
+        NOTE: Nova clamps ``limit`` to its ``[api] max_limit``, so a page shorter
+        than asked is not the end of the listing: only a page without a
+        ``<key>_links`` rel=next is (docs/design.md rule 17).
+        """
+        base = dict(query, limit=str(self._page_size))
+        request = f"{path}?{urllib.parse.urlencode(base)}"
         seen: set[str] = set()
-        marker: str | None = None
-        while True:
-            page_query = dict(query, limit=str(self._page_size))
-            if marker:
-                page_query["marker"] = marker
-            request = f"{path}?{urllib.parse.urlencode(page_query)}"
-            page = _list_in(self._get(request), key, request)
+        markers: set[str] = set()
+        for _ in range(self._max_pages):
+            body = self._get(request)
+            page = _list_in(body, key, request)
             if len(page) > self._page_size:
                 raise NovaBadAnswer(request=request, reason="page longer than the limit asked")
             for item in page:
@@ -173,9 +232,17 @@ class NovaObserver:
                     raise NovaBadAnswer(request=request, reason=f"{ident} listed twice")
                 seen.add(ident)
                 yield item
-            if len(page) < self._page_size:
+            marker = _next_marker(body, key, path, base, request)
+            if marker is None:
                 return
-            marker = str(page[-1].get("uuid") or page[-1].get("id"))
+            if marker in markers:
+                raise NovaBadAnswer(request=request, reason=f"the next link returns to {marker}")
+            markers.add(marker)
+            request = f"{path}?{urllib.parse.urlencode(dict(base, marker=marker))}"
+        raise NovaBadAnswer(
+            request=f"{path}?{urllib.parse.urlencode(base)}",
+            reason=f"still a next link after {self._max_pages} pages",
+        )
 
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         return self._retry(lambda: _checked(self._transport, request, missing_ok))
@@ -230,6 +297,31 @@ def _fault_message(body: Any) -> str:
     return "no details"
 
 
+def _next_marker(
+    body: dict[str, Any], key: str, path: str, query: dict[str, str], request: str
+) -> str | None:
+    """The marker of the page's rel=next link, or None when it has none.
+
+    NOTE: the link must continue the same listing (same path and query, a new
+    marker); we request it ourselves so that only the marker comes from Nova.
+    """
+    links = body.get(f"{key}_links", [])
+    if not isinstance(links, list):
+        raise NovaBadAnswer(request=request, reason=f"'{key}_links' is not a list")
+    hrefs = [str(link.get("href", "")) for link in links
+             if isinstance(link, dict) and link.get("rel") == "next"]  # fmt: skip
+    if not hrefs:
+        return None
+    url = urllib.parse.urlsplit(hrefs[0])
+    params = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+    marker = params.pop("marker", "")
+    if not url.path.endswith(path) or not marker or params != query:
+        raise NovaBadAnswer(
+            request=request, reason=f"the next link {hrefs[0]} does not continue the listing"
+        )
+    return marker
+
+
 def _list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:
     items = body.get(key) if isinstance(body, dict) else None
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -242,6 +334,11 @@ def parse_server(item: dict[str, Any]) -> Server:
     uuid = str(item.get("id", ""))
     if not _UUID.match(uuid):
         raise NovaBadAnswer(request="a server listing", reason=f"server id {uuid!r} is no UUID")
+    if item.get("status") == "UNKNOWN" and "OS-EXT-STS:vm_state" not in item:
+        # NOTE: views/servers.py _show_from_down_cell: id, status UNKNOWN,
+        # tenant_id, created and links (GET /servers/{id} adds a few request
+        # spec fields), but no host and no states: nothing can be concluded.
+        raise NovaCellDown(what=f"server {uuid} came back partial (status UNKNOWN)")
     if "OS-EXT-SRV-ATTR:host" not in item:
         raise NovaBadAnswer(
             request="a server listing",
