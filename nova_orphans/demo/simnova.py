@@ -530,8 +530,11 @@ class SimulatedNova:
         self, uuid: str, dest: str, when: datetime.datetime, vm_state: str | None = None
     ) -> None:
         state = {"vm_state": vm_state} if vm_state else {}
-        node = self.add_compute(dest).node
-        self._update(uuid, when, host=dest, node=node, task_state=None, **state)
+        compute = self.add_compute(dest)
+        # NOTE: a move to another cell (cross-cell resize) moves the row to that cell.
+        self._update(
+            uuid, when, host=dest, node=compute.node, cell=compute.cell, task_state=None, **state
+        )
 
     def _migrate(
         self, uuid: str, dest: str, kind: str, status: str, when: datetime.datetime

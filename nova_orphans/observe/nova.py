@@ -4,7 +4,9 @@ Requests per observation: one paged listing of the live servers on the host,
 one paged listing of the migrations touching the host, and one lookup per
 domain that the listing did not explain (when there are many, one paged
 listing of the host's deleted rows first explains the deleted ones in bulk);
-a lookup that finds no record is confirmed by ``GET /servers/{id}``.
+and one service listing that checks that the host's cell (every cell, when a
+lookup found no record) answered: Nova's filtered listings skip a cell they
+cannot reach.
 The observer fails closed: any error, timeout, refused credential, inconsistent
 page or partial record (a cell Nova cannot reach) raises ``NovaError``; it
 never answers "no servers" on failure (docs/design.md rules 3 and 17).
@@ -36,7 +38,7 @@ from nova_orphans.observe.errors import (
 #: multiattach, flavors, instance actions, trusted certs, server groups, aborts
 #: and forced live migration; 2.66 only adds the changes-before filter).
 #: Filtered or paged listings skip a down cell at every microversion
-#: (``[api] list_records_by_skipping_down_cells``), hence the confirmations.
+#: (``[api] list_records_by_skipping_down_cells``): see ``require_cells_answer``.
 MICROVERSION = "2.69"
 PAGE_SIZE = 1000
 #: NOTE: Nova's ``[api] max_limit`` can shrink a page far below ``limit``; a
@@ -90,7 +92,11 @@ class NovaObserver:
         # (live elsewhere, or no record at all) still get one lookup each.
         known = self.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
         lookups = {u: known[u] if u in known else self.lookup(u) for u in candidates}
-        return NovaView(host, servers_here, lookups, self.migrations_touching(host))
+        migrations = self.migrations_touching(host)
+        # NOTE: the host's own cell must answer for the host listings to hold, and
+        # every cell for "Nova has no record"; asked last, after every listing.
+        self.require_cells_answer(None if None in lookups.values() else host)
+        return NovaView(host, servers_here, lookups, migrations)
 
     def deleted_on_host(self, host: str) -> dict[str, Server]:
         """Deleted (not yet archived) and SOFT_DELETED servers Nova records on ``host``."""
@@ -127,20 +133,8 @@ class NovaObserver:
     def lookup(self, uuid: str) -> Server | None:
         """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none.
 
-        NOTE: a filtered listing silently skips a cell Nova cannot reach, so
-        "no record" is confirmed by ``GET /servers/{id}``, which answers a
-        partial record for a server in such a cell (and 404 for none).
+        A None answer holds only with every cell answering: see ``require_cells_answer``.
         """
-        record = self.listed(uuid)
-        if record is None and self.show(uuid) is not None:
-            raise NovaBadAnswer(
-                request=f"the lookup of {uuid}",
-                reason="the server listing has no record but GET /servers/{id} has",
-            )
-        return record
-
-    def listed(self, uuid: str) -> Server | None:
-        """The server listing's record of ``uuid`` (live or deleted), or None."""
         query = {"all_tenants": "1", "uuid": uuid, "changes-since": SINCE_THE_EPOCH}
         body = self._get("/servers/detail?" + urllib.parse.urlencode(query))
         items = _list_in(body, "servers", f"the lookup of {uuid}")
@@ -150,6 +144,17 @@ class NovaObserver:
                 request=f"the lookup of {uuid}", reason="Nova ignored the uuid filter"
             )
         return records[0] if records else None
+
+    def require_cells_answer(self, host: str | None = None) -> None:
+        """Raise ``NovaCellDown`` unless ``host``'s cell (every cell when None) answers Nova.
+
+        NOTE: filtered or paged listings skip a cell Nova cannot reach at every
+        microversion (``[api] list_records_by_skipping_down_cells``), so neither
+        "no servers on this host" nor "Nova has no record" holds while a cell is
+        down; from 2.69 the service listing shows a down cell's compute hosts
+        as UNKNOWN (built from the API database's host mappings).
+        """
+        self.compute_services(host)
 
     def fresh_view(self, host: str, uuid: str) -> NovaView:
         """A one-guest view of ``uuid`` read just now, for re-verification before a step.
@@ -161,13 +166,15 @@ class NovaObserver:
         ``/migrations`` as well as from ``/os-migrations``. A server in a cell
         Nova cannot reach comes back partial from ``GET /servers/{id}``: error.
         """
-        record = self.listed(uuid)
+        record = self.lookup(uuid)
         shown = self.show(uuid)
         _require_agreement(uuid, record, shown)
         items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})
         migrations = [parse_migration(item) for item in items]
         if shown is not None:
             migrations += self.live_migrations_in_progress(uuid)
+        if record is None:
+            self.require_cells_answer()
         return NovaView(host, {}, {uuid: record}, tuple(migrations))
 
     def show(self, uuid: str) -> Server | None:

@@ -56,6 +56,10 @@ class ScriptedNova:
         q = dict(urllib.parse.parse_qsl(url.query))
         if url.path == "/os-migrations":
             return 200, {"migrations": self.migrations}
+        if url.path == "/os-services":
+            return 200, {
+                "services": [{"binary": "nova-compute", "host": HOST, "status": "enabled"}]
+            }
         if url.path.startswith("/servers/") and url.path != "/servers/detail":
             found = [s for s in self.servers if s["id"] == url.path.split("/")[2]]
             if not found or found[0]["status"] == "DELETED":
@@ -94,8 +98,8 @@ def test_requests_are_constant_plus_one_per_unexplained_domain():
     view = observer(nova, page_size=100).observe(HOST, [s["id"] for s in servers] + [orphan])
     assert len(view.servers_here) == 250
     assert view.lookups[orphan] is not None and view.lookups[orphan].deleted
-    # 3 pages of servers + 1 lookup + 1 migration page
-    assert len(nova.requests) == 5
+    # 3 pages of servers + 1 lookup + the host's cell answers + 1 migration page
+    assert len(nova.requests) == 6
 
 
 def test_paging_returns_every_server_exactly_once():
@@ -235,10 +239,9 @@ def test_many_deleted_guests_are_explained_by_one_listing_not_one_lookup_each():
     view = observer(nova).observe(HOST, [s["id"] for s in live + gone] + archived)
     assert all(view.lookups[s["id"]].deleted for s in gone)
     assert all(view.lookups[u] is None for u in archived)
-    # host listing + deleted listing + migrations, and per archived UUID a lookup
-    # and the GET /servers/{id} that confirms "no record"
-    assert len(nova.requests) == 1 + 1 + 1 + 3 * 2
-    assert sum(f"/servers/{u}" in nova.requests for u in archived) == 3
+    # host listing + deleted listing + one lookup per archived UUID + migrations, and
+    # the one service listing that checks every cell answered ("no record" needs it)
+    assert len(nova.requests) == 1 + 1 + 3 + 1 + 1
 
 
 def test_a_deleted_listing_holding_a_live_server_is_an_error():
@@ -319,8 +322,8 @@ def test_a_short_page_with_a_next_link_is_not_the_end():
     pages = iter([servers[:1], servers[1:]])
 
     def short_then_rest(path: str) -> tuple[int, Any]:
-        if path.startswith("/os-migrations"):
-            return 200, {"migrations": []}
+        if not path.startswith("/servers"):
+            return 200, {"migrations": [], "services": []}
         page = next(pages)
         body: dict[str, Any] = {"servers": page}
         if len(page) == 1:
@@ -343,10 +346,10 @@ def test_a_short_page_with_a_next_link_is_not_the_end():
 def test_a_full_page_without_a_next_link_is_the_end():
     servers = [srv() for _ in range(10)]
     nova = ScriptedNova(servers)
-    nova.override = lambda path: (200, {"servers": servers, "migrations": []})
+    nova.override = lambda path: (200, {"servers": servers, "migrations": [], "services": []})
     view = observer(nova, page_size=10).observe(HOST, [])
     assert len(view.servers_here) == 10
-    assert len(nova.requests) == 2  # one server page, one migration page
+    assert len(nova.requests) == 3  # one server page, the host's service, one migration page
 
 
 def linked(items: list[dict[str, Any]], marker: str, query: str | None = None) -> dict[str, Any]:
@@ -411,29 +414,70 @@ def test_a_partial_record_in_a_listing_is_a_cell_error():
         observer(nova).servers_on_host(HOST)
 
 
-def test_no_record_in_the_listing_is_confirmed_and_a_partial_server_is_a_cell_error():
+def down_cell_services(path: str) -> tuple[int, Any] | None:
+    """Nova 2.69+'s service listing with cmp-2 in a cell that does not answer."""
+    if not path.startswith("/os-services"):
+        return None
+    services = [
+        {"binary": "nova-compute", "host": HOST, "status": "enabled"},
+        {"binary": "nova-compute", "host": "cmp-2", "status": "UNKNOWN"},
+    ]
+    host = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(path).query)).get("host")
+    return 200, {"services": [s for s in services if host in (None, s["host"])]}
+
+
+def with_down_cell(nova: ScriptedNova) -> ScriptedNova:
+    """Teach the scripted Nova a service listing where cmp-2's cell does not answer."""
+    real = nova.get
+
+    def get(path: str) -> tuple[int, Any]:
+        answer = down_cell_services(path)
+        if answer is None:
+            return real(path)
+        nova.requests.append(path)
+        return answer
+
+    nova.get = get  # type: ignore[method-assign]
+    return nova
+
+
+def test_no_record_for_a_domain_while_a_cell_is_down_is_a_cell_error():
     uuid = str(uuidlib.uuid4())
-    nova = ScriptedNova()
-
-    def down_cell(path: str) -> tuple[int, Any]:
-        if path == f"/servers/{uuid}":
-            return 200, {"server": dict(partial(uuid), user_id="u", flavor={})}
-        return 200, {"servers": [], "migrations": []}
-
-    nova.override = down_cell
-    with pytest.raises(NovaCellDown, match=f"server {uuid} came back partial"):
+    nova = with_down_cell(ScriptedNova())
+    with pytest.raises(NovaCellDown, match="'cmp-2' came back partial"):
         observer(nova).observe(HOST, [uuid])
 
 
-def test_no_record_in_the_listing_but_a_full_one_behind_get_server_is_an_error():
-    there = srv(host="cmp-2")
-    nova = ScriptedNova([there])
-    real = nova.get
-    nova.get = lambda path: (  # type: ignore[method-assign]
-        (200, {"servers": []}) if "uuid=" in path else real(path)
-    )
-    with pytest.raises(NovaBadAnswer, match="no record but GET"):
-        observer(nova).lookup(there["id"])
+def test_every_domain_explained_needs_only_the_hosts_cell():
+    servers = [srv() for _ in range(3)]
+    nova = with_down_cell(ScriptedNova(servers))
+    view = observer(nova).observe(HOST, [s["id"] for s in servers])
+    assert len(view.servers_here) == 3
+    assert [r for r in nova.requests if r.startswith("/os-services")] == [
+        f"/os-services?binary=nova-compute&host={HOST}"
+    ]
+
+
+def test_the_hosts_own_cell_down_is_an_error_even_without_domains():
+    sim, obs = simulated()
+    sim.boot(HOST, "vm")  # a lost server: its domain is not here
+    sim.down_cells.add("cell1")
+    with pytest.raises(NovaCellDown, match=f"'{HOST}' came back partial"):
+        obs.observe(HOST, [])
+
+
+def test_a_deleted_record_hidden_by_a_down_cell_is_not_taken_for_no_record():
+    sim, obs = simulated()
+    sim.add_compute("cmp-3", cell="cell2")
+    uuid = sim.boot("cmp-3", "vm")
+    sim.local_delete(uuid)
+    sim.down_cells.add("cell2")
+    with pytest.raises(NovaCellDown):
+        obs.observe(HOST, [uuid])
+    with pytest.raises(NovaCellDown):
+        obs.fresh_view(HOST, uuid)
+    sim.down_cells.clear()
+    assert obs.observe(HOST, [uuid]).lookups[uuid].deleted
 
 
 def test_re_verification_of_a_server_in_a_down_cell_is_a_cell_error():
