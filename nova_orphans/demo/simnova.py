@@ -3,9 +3,12 @@
 ``SimulatedNova.get(path)`` follows the ``Transport`` contract of
 ``nova_orphans.observe.nova``: it returns ``(HTTP status, decoded JSON body)``
 with the shapes and filter semantics of a real Nova (admin credentials,
-microversion 2.59), so the real Nova adapter runs on top of it unchanged.
+microversion 2.69), so the real Nova adapter runs on top of it unchanged.
 Mutators speak the operator's words (``boot``, ``local_delete``, ``archive``,
 ``live_migrate``…); a fault queue makes the next request(s) fail on purpose.
+Deployment settings a real Nova has are attributes: ``max_limit`` (``[api]
+max_limit``), ``skip_down_cells`` (``[api] list_records_by_skipping_down_cells``)
+and ``down_cells`` (cells whose database does not answer).
 
 Facts below marked NOTE were checked in openstack/nova (API and DB layers).
 """
@@ -62,6 +65,9 @@ class SimulatedNova:
         self.log: list[str] = []
         self._next_id = 1
         self._previous_page: dict[str, list[Any]] = {}
+        self.max_limit = views.MAX_LIMIT
+        self.skip_down_cells = True
+        self.down_cells: set[str] = set()
 
     # -- the Transport contract ------------------------------------------------
 
@@ -135,9 +141,27 @@ class SimulatedNova:
             else [] if "uuid" in query else self.servers.values()
         )  # fmt: skip
         rows = [s for s in candidates if views.server_matches(s, query)]
-        page = self._page(rows, query, fault, route, views.server_sort_key, self._server_marker)
-        body: dict[str, Any] = {"servers": [views.server_view(s) for s in page]}
-        views.add_next_link(body, "servers", route, query, page, lambda s: s.uuid)
+        up = [s for s in rows if s.cell not in self.down_cells]
+        # NOTE: servers.py _is_cell_down_supported: partial records (2.69+) only
+        # for a listing with no filter but all_tenants and no paging; otherwise
+        # multi_cell_list skips a down cell, or fails when
+        # list_records_by_skipping_down_cells is False.
+        if self.down_cells and set(query) - {"all_tenants"}:
+            if not self.skip_down_cells:
+                return views.error(500, "computeFault", "Unexpected API Error.")
+            rows = up
+        page = self._page(up, query, fault, route, views.server_sort_key, self._server_marker)
+        # NOTE: compute/api.py get_all prefixes the down cells' non-deleted
+        # instance mappings, up to what the limit leaves.
+        down = [s for s in rows if s.cell in self.down_cells and not s.deleted]
+        partial = down[: self.max_limit - len(page)]
+        body: dict[str, Any] = {
+            "servers": [views.partial_server_view(s, shown=False) for s in partial]
+            + [views.server_view(s) for s in page]
+        }
+        views.add_next_link(
+            body, "servers", route, query, partial + page, lambda s: s.uuid, self.max_limit
+        )
         return 200, body
 
     def _show_server(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
@@ -145,9 +169,12 @@ class SimulatedNova:
         row = self.servers.get(match.group(1)) if match else None
         # NOTE: servers.py show -> common.get_instance reads with read_deleted='no':
         # a deleted (even unarchived) server is 404; SOFT_DELETED (deleted=0) is 200.
+        # In a down cell (2.69+) a partial record, or 404 when queued for delete.
         if row is None or row.deleted or fault is Fault.EMPTY:
             uuid = match.group(1) if match else route
             return views.error(404, "itemNotFound", f"Instance {uuid} could not be found.")
+        if row.cell in self.down_cells:
+            return 200, {"server": views.partial_server_view(row, shown=True)}
         return 200, {"server": views.server_view(row)}
 
     def _server_migrations(
@@ -155,12 +182,15 @@ class SimulatedNova:
     ) -> Response:
         # NOTE: server_migrations.py index lists only the server's in-progress live
         # migrations (2.23+), and 404s for a server that does not exist (any more).
+        # It reads the server without down-cell support: a down cell is a 500.
         views.reject_unknown(query, frozenset())
         match = _SERVER_MIGRATIONS.match(route)
         uuid = match.group(1) if match else ""
         row = self.servers.get(uuid)
         if row is None or row.deleted:
             return views.error(404, "itemNotFound", f"Instance {uuid} could not be found.")
+        if row.cell in self.down_cells:
+            return views.error(500, "computeFault", "Unexpected API Error.")
         rows = [] if fault is Fault.EMPTY else [
             m for m in self.migrations.values()
             if m.instance_uuid == uuid and not m.deleted and views.live_in_progress(m)
@@ -180,12 +210,17 @@ class SimulatedNova:
             and views.migration_matches(m, query)
             and (since is None or m.updated_at >= since)
         ]
-        page = self._page(
-            rows, query, fault, route, views.migration_sort_key, self._migration_marker
-        )
+        # NOTE: the migrations are in their instance's cell; the cross-cell
+        # listing skips (or fails on) a down cell at every microversion.
+        up = [m for m in rows if self._cell_of(m.instance_uuid) not in self.down_cells]
+        if self.down_cells and not self.skip_down_cells:
+            return views.error(500, "computeFault", "Unexpected API Error.")
+        page = self._page(up, query, fault, route, views.migration_sort_key, self._migration_marker)
         body: dict[str, Any] = {"migrations": [views.migration_view(m) for m in page]}
         # NOTE: the next link and the marker use the migration's uuid, not its id.
-        views.add_next_link(body, "migrations", route, query, page, lambda m: m.uuid)
+        views.add_next_link(
+            body, "migrations", route, query, page, lambda m: m.uuid, self.max_limit
+        )
         return 200, body
 
     def _list_hypervisors(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
@@ -193,7 +228,11 @@ class SimulatedNova:
         # LIKE '%pattern%' search on node names, 404 when nothing matches, 400 with paging;
         # otherwise nodes are paged by id with the node uuid as marker.
         views.reject_unknown(query, frozenset({"hypervisor_hostname_pattern"}) | views.PAGING)
-        items = [] if fault is Fault.EMPTY else sorted(self.computes.values(), key=lambda c: c.id)
+        # NOTE: a down cell's nodes are skipped (scatter-gather over the cells).
+        items = [] if fault is Fault.EMPTY else sorted(
+            (c for c in self.computes.values() if c.cell not in self.down_cells),
+            key=lambda c: c.id,
+        )  # fmt: skip
         pattern = query.get("hypervisor_hostname_pattern")
         if pattern is not None:
             if "limit" in query or "marker" in query:
@@ -207,12 +246,14 @@ class SimulatedNova:
                 raise views.BadRequest(f"marker [{query['marker']}] not found")
             items = items[ids.index(query["marker"]) + 1 :]
         if pattern is None:
-            items = items[: views.page_limit(query)]
+            items = items[: views.page_limit(query, self.max_limit)]
         body: dict[str, Any] = {
             "hypervisors": [views.hypervisor_view(c, self._running_on(c.node)) for c in items]
         }
         if pattern is None:
-            views.add_next_link(body, "hypervisors", route, query, items, lambda c: c.node_uuid)
+            views.add_next_link(
+                body, "hypervisors", route, query, items, lambda c: c.node_uuid, self.max_limit
+            )
         return 200, body
 
     def _list_services(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
@@ -224,7 +265,11 @@ class SimulatedNova:
             and query.get("host", c.host) == c.host
             and fault is not Fault.EMPTY
         ]
-        return 200, {"services": [views.service_view(c, self.clock) for c in items]}
+        return 200, {
+            "services": [
+                views.service_view(c, self.clock, c.cell in self.down_cells) for c in items
+            ]
+        }
 
     # -- paging and its faults -------------------------------------------------
 
@@ -239,7 +284,7 @@ class SimulatedNova:
     ) -> list[Any]:
         if fault is Fault.EMPTY:
             return []
-        limit = views.page_limit(query)
+        limit = views.page_limit(query, self.max_limit)
         # NOTE: sort is created_at desc, id desc (db_utils.process_sort_params
         # with default_dir='desc'); paginate_query resumes strictly after the
         # marker row's sort key, so a marker that no longer matches still works.
@@ -268,15 +313,23 @@ class SimulatedNova:
                 return m
         raise views.BadRequest(f"Marker {marker} could not be found.")
 
+    def _cell_of(self, uuid: str) -> str:
+        row = self.servers.get(uuid)
+        return row.cell if row is not None else views.DEFAULT_CELL
+
     def _running_on(self, node: str) -> int:
         return sum(1 for s in self.servers.values() if s.node == node and not s.deleted)
 
     # -- the cloud, in operator's words ----------------------------------------
 
     def add_compute(
-        self, host: str, node: str | None = None, hypervisor_type: str = "QEMU"
+        self,
+        host: str,
+        node: str | None = None,
+        hypervisor_type: str = "QEMU",
+        cell: str = views.DEFAULT_CELL,
     ) -> SimCompute:
-        """Register a nova-compute service (and its node) if it is not known yet.
+        """Register a nova-compute service (and its node, in ``cell``) if it is not known yet.
 
         ``hypervisor_type``: "QEMU" as Nova's libvirt driver reports it, or e.g.
         "fake" for Nova's fake driver.
@@ -285,7 +338,7 @@ class SimulatedNova:
             n = len(self.computes) + 1
             self.computes[host] = SimCompute(
                 n, host, node or host, self._uuid(f"service-{n}"), self._uuid(f"node-{n}"),
-                hypervisor_type=hypervisor_type,
+                hypervisor_type=hypervisor_type, cell=cell,
             )  # fmt: skip
         return self.computes[host]
 
@@ -313,11 +366,11 @@ class SimulatedNova:
         uuid = uuid or self._uuid(f"server-{db_id}")
         if uuid in self.servers:
             raise ValueError(f"server {uuid} exists")
-        node = self.add_compute(host).node
+        compute = self.add_compute(host)
         when = self._now(at)
         self.servers[uuid] = SimServer(
-            db_id, uuid, name or f"server-{db_id}", host, node, project_id, user_id,
-            created_at=when, updated_at=when, launched_at=when,
+            db_id, uuid, name or f"server-{db_id}", host, compute.node, project_id, user_id,
+            created_at=when, updated_at=when, launched_at=when, cell=compute.cell,
         )  # fmt: skip
         return uuid
 
@@ -477,8 +530,11 @@ class SimulatedNova:
         self, uuid: str, dest: str, when: datetime.datetime, vm_state: str | None = None
     ) -> None:
         state = {"vm_state": vm_state} if vm_state else {}
-        node = self.add_compute(dest).node
-        self._update(uuid, when, host=dest, node=node, task_state=None, **state)
+        compute = self.add_compute(dest)
+        # NOTE: a move to another cell (cross-cell resize) moves the row to that cell.
+        self._update(
+            uuid, when, host=dest, node=compute.node, cell=compute.cell, task_state=None, **state
+        )
 
     def _migrate(
         self, uuid: str, dest: str, kind: str, status: str, when: datetime.datetime

@@ -2,7 +2,7 @@
 
 The rows mirror Nova's ``instances``, ``migrations`` and ``services``/compute
 node tables; the functions mirror what Nova's API and DB layers do with them
-(admin credentials, microversion 2.59). Facts marked NOTE were checked in
+(admin credentials, microversion 2.69). Facts marked NOTE were checked in
 openstack/nova. ``SimulatedNova`` (simnova.py) is the only user.
 """
 
@@ -20,6 +20,7 @@ ENDPOINT = "http://nova.sim/v2.1"
 ADMIN_PROJECT = "admin-project"
 #: NOTE: CONF.api.max_limit defaults to 1000; a larger ``limit`` is capped to it.
 MAX_LIMIT = 1000
+DEFAULT_CELL = "cell1"
 _TRUE = {"1", "t", "true", "on", "y", "yes"}
 _FALSE = {"0", "f", "false", "off", "n", "no"}
 
@@ -77,6 +78,8 @@ class SimServer:
     deleted_at: datetime.datetime | None = None
     launched_at: datetime.datetime | None = None
     terminated_at: datetime.datetime | None = None
+    #: The cell whose database holds the row (its instance mapping's cell).
+    cell: str = DEFAULT_CELL
 
 
 @dataclasses.dataclass
@@ -111,6 +114,7 @@ class SimCompute:
     forced_down: bool = False
     #: What the node's driver reports: "QEMU" for libvirt/QEMU, "fake" for Nova's fake driver.
     hypervisor_type: str = "QEMU"
+    cell: str = DEFAULT_CELL
 
 
 Response = tuple[int, Any]
@@ -165,15 +169,16 @@ def changes_since(query: dict[str, str]) -> datetime.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def page_limit(query: dict[str, str]) -> int:
-    """The page size: ``limit`` capped to MAX_LIMIT (MAX_LIMIT when absent)."""
+def page_limit(query: dict[str, str], max_limit: int) -> int:
+    """The page size: ``limit`` capped to ``max_limit`` (``max_limit`` when absent)."""
+    # NOTE: common.get_limit_and_marker: min(max_limit, limit or max_limit).
     try:
-        limit = int(query.get("limit", MAX_LIMIT))
+        limit = int(query.get("limit", max_limit))
     except ValueError as exc:
         raise BadRequest("limit param must be an integer") from exc
     if limit < 0:
         raise BadRequest("limit param must be positive")
-    return min(limit, MAX_LIMIT)
+    return min(limit or max_limit, max_limit)
 
 
 def server_matches(s: SimServer, query: dict[str, str]) -> bool:
@@ -237,12 +242,13 @@ def add_next_link(
     query: dict[str, str],
     page: Iterable[Any],
     ident: Callable[[Any], str],
+    max_limit: int,
 ) -> None:
     """Add ``<key>_links`` with rel next when ``page`` is full."""
     # NOTE: common.ViewBuilder._get_collection_links: a 'next' link only when the
     # page holds min(limit, max_limit) items; the key is absent otherwise.
     items = list(page)
-    if items and len(items) == page_limit(query):
+    if items and len(items) == page_limit(query, max_limit):
         params = dict(sorted(query.items()), marker=ident(items[-1]))
         href = f"{ENDPOINT}{route}?{urllib.parse.urlencode(params)}"
         body[f"{key}_links"] = [{"rel": "next", "href": href}]
@@ -284,6 +290,26 @@ def server_view(s: SimServer) -> dict[str, Any]:
     }
 
 
+def partial_server_view(s: SimServer, shown: bool) -> dict[str, Any]:
+    """A server of a cell Nova cannot reach, as ``GET /servers/detail`` (or ``/{id}``) has it."""
+    # NOTE: views/servers.py _show_from_down_cell: the instance mapping's uuid,
+    # project and created_at; GET /servers/{id} adds request spec fields.
+    view: dict[str, Any] = {
+        "id": s.uuid,
+        "status": "UNKNOWN",
+        "tenant_id": s.project_id,
+        "created": _isotime(s.created_at),
+        "links": [{"rel": "self", "href": f"{ENDPOINT}/servers/{s.uuid}"}],
+    }
+    if shown:
+        view.update({
+            "image": "", "flavor": {"id": "1", "links": []},
+            "OS-EXT-AZ:availability_zone": "UNKNOWN", "OS-EXT-STS:power_state": 0,
+            "user_id": s.user_id,
+        })  # fmt: skip
+    return view
+
+
 def hypervisor_view(c: SimCompute, running_vms: int) -> dict[str, Any]:
     """One compute node as in ``GET /os-hypervisors/detail`` (2.53 shape)."""
     return {
@@ -298,8 +324,12 @@ def hypervisor_view(c: SimCompute, running_vms: int) -> dict[str, Any]:
     }
 
 
-def service_view(c: SimCompute, now: datetime.datetime) -> dict[str, Any]:
-    """One nova-compute service as in ``GET /os-services`` (2.53 shape)."""
+def service_view(c: SimCompute, now: datetime.datetime, cell_down: bool) -> dict[str, Any]:
+    """One nova-compute service as in ``GET /os-services`` (2.69 shape)."""
+    if cell_down:
+        # NOTE: services.py _get_service_detail: from 2.69 a service of a down
+        # cell is built from its host mapping: binary, host and status only.
+        return {"binary": "nova-compute", "host": c.host, "status": "UNKNOWN"}
     return {
         "id": c.service_uuid,
         "binary": "nova-compute",

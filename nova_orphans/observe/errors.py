@@ -35,6 +35,12 @@ class NovaBadAnswer(NovaError):
     msg_fmt = "Nova gave an unusable answer to %(request)s: %(reason)s"
 
 
+class NovaCellDown(NovaError):
+    """A cell did not answer Nova: its records came back partial (docs/design.md rule 17)."""
+
+    msg_fmt = "Nova could not reach a cell: %(what)s"
+
+
 class HypervisorError(ObserveError):
     msg_fmt = "libvirt %(uri)s: %(reason)s"
 

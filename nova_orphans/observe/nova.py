@@ -3,9 +3,13 @@
 Requests per observation: one paged listing of the live servers on the host,
 one paged listing of the migrations touching the host, and one lookup per
 domain that the listing did not explain (when there are many, one paged
-listing of the host's deleted rows first explains the deleted ones in bulk).
-The observer fails closed: any error, timeout, refused credential or
-inconsistent page raises ``NovaError``; it never answers "no servers" on failure.
+listing of the host's deleted rows first explains the deleted ones in bulk);
+and one service listing that checks that the host's cell (every cell, when a
+lookup found no record) answered: Nova's filtered listings skip a cell they
+cannot reach.
+The observer fails closed: any error, timeout, refused credential, inconsistent
+page or partial record (a cell Nova cannot reach) raises ``NovaError``; it
+never answers "no servers" on failure (docs/design.md rules 3 and 17).
 """
 
 from __future__ import annotations
@@ -19,11 +23,30 @@ from typing import Any, Protocol
 import tenacity
 
 from nova_orphans.core.model import Migration, NovaView, Server
-from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError, NovaUnreachable
+from nova_orphans.observe.errors import (
+    NovaAuthFailed,
+    NovaBadAnswer,
+    NovaCellDown,
+    NovaError,
+    NovaUnreachable,
+)
 
-#: 2.59 gives paged, typed migrations; everything else we read is older.
-MICROVERSION = "2.59"
+#: 2.69: a cell Nova cannot reach answers ``GET /servers/{id}`` with a partial
+#: record and ``GET /os-services`` with status UNKNOWN, instead of an error the
+#: filtered listings would silently skip. 2.59 gave paged, typed migrations.
+#: NOTE: nothing else we read changed from 2.59 to 2.69 (2.60-2.68 touch
+#: multiattach, flavors, instance actions, trusted certs, server groups, aborts
+#: and forced live migration; 2.66 only adds the changes-before filter).
+#: Filtered or paged listings skip a down cell at every microversion
+#: (``[api] list_records_by_skipping_down_cells``): see ``require_cells_answer``.
+MICROVERSION = "2.69"
 PAGE_SIZE = 1000
+#: NOTE: Nova's ``[api] max_limit`` can shrink a page far below ``limit``; a
+#: listing may take up to this many pages per item asked for (at least
+#: ``MIN_PAGE_CAP``) before it is taken for a loop of fresh markers.
+PAGES_PER_LIMIT = 10
+MIN_PAGE_CAP = 1000
+COMPUTE_BINARY = "nova-compute"
 #: From this many unexplained domains on, deleted rows are listed in bulk first.
 BULK_LOOKUP_FROM = 5
 #: NOTE: with changes-since Nova's listing includes deleted rows as well as live
@@ -57,6 +80,7 @@ class NovaObserver:
     ) -> None:
         self._transport = transport
         self._page_size = page_size
+        self._max_pages = max(PAGES_PER_LIMIT * page_size, MIN_PAGE_CAP)
         self._retry = retry or default_retry()
 
     def observe(self, host: str, domain_uuids: Iterable[str]) -> NovaView:
@@ -68,7 +92,11 @@ class NovaObserver:
         # (live elsewhere, or no record at all) still get one lookup each.
         known = self.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
         lookups = {u: known[u] if u in known else self.lookup(u) for u in candidates}
-        return NovaView(host, servers_here, lookups, self.migrations_touching(host))
+        migrations = self.migrations_touching(host)
+        # NOTE: the host's own cell must answer for the host listings to hold, and
+        # every cell for "Nova has no record"; asked last, after every listing.
+        self.require_cells_answer(None if None in lookups.values() else host)
+        return NovaView(host, servers_here, lookups, migrations)
 
     def deleted_on_host(self, host: str) -> dict[str, Server]:
         """Deleted (not yet archived) and SOFT_DELETED servers Nova records on ``host``."""
@@ -103,7 +131,10 @@ class NovaObserver:
         return servers
 
     def lookup(self, uuid: str) -> Server | None:
-        """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none."""
+        """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none.
+
+        A None answer holds only with every cell answering: see ``require_cells_answer``.
+        """
         query = {"all_tenants": "1", "uuid": uuid, "changes-since": SINCE_THE_EPOCH}
         body = self._get("/servers/detail?" + urllib.parse.urlencode(query))
         items = _list_in(body, "servers", f"the lookup of {uuid}")
@@ -114,6 +145,17 @@ class NovaObserver:
             )
         return records[0] if records else None
 
+    def require_cells_answer(self, host: str | None = None) -> None:
+        """Raise ``NovaCellDown`` unless ``host``'s cell (every cell when None) answers Nova.
+
+        NOTE: filtered or paged listings skip a cell Nova cannot reach at every
+        microversion (``[api] list_records_by_skipping_down_cells``), so neither
+        "no servers on this host" nor "Nova has no record" holds while a cell is
+        down; from 2.69 the service listing shows a down cell's compute hosts
+        as UNKNOWN (built from the API database's host mappings).
+        """
+        self.compute_services(host)
+
     def fresh_view(self, host: str, uuid: str) -> NovaView:
         """A one-guest view of ``uuid`` read just now, for re-verification before a step.
 
@@ -121,7 +163,8 @@ class NovaObserver:
         (an empty page is well-formed). The record is read through two endpoints
         (the listing with deleted rows, and ``GET /servers/{id}``) and they must
         agree; in-progress live migrations are read from the server's own
-        ``/migrations`` as well as from ``/os-migrations``.
+        ``/migrations`` as well as from ``/os-migrations``. A server in a cell
+        Nova cannot reach comes back partial from ``GET /servers/{id}``: error.
         """
         record = self.lookup(uuid)
         shown = self.show(uuid)
@@ -130,6 +173,8 @@ class NovaObserver:
         migrations = [parse_migration(item) for item in items]
         if shown is not None:
             migrations += self.live_migrations_in_progress(uuid)
+        if record is None:
+            self.require_cells_answer()
         return NovaView(host, {}, {uuid: record}, tuple(migrations))
 
     def show(self, uuid: str) -> Server | None:
@@ -156,15 +201,36 @@ class NovaObserver:
         items = self._paged("/os-migrations", "migrations", {"host": host})
         return tuple(parse_migration(item) for item in items)
 
+    def compute_services(self, host: str | None = None) -> list[dict[str, Any]]:
+        """Nova's nova-compute services (of ``host`` only, when given).
+
+        Raises ``NovaCellDown`` when a service's cell did not answer (status UNKNOWN).
+        """
+        query = {"binary": COMPUTE_BINARY, **({"host": host} if host else {})}
+        request = "/os-services?" + urllib.parse.urlencode(query)
+        services = _list_in(self._get(request), "services", "the service listing")
+        for service in services:
+            if service.get("status") == "UNKNOWN":
+                raise NovaCellDown(
+                    what=f"compute host {service.get('host')!r} came back partial "
+                    "from the service listing (status UNKNOWN)"
+                )
+        return services
+
     def _paged(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """Every item of a listing, following Nova's next links until there are none.
+
+        NOTE: Nova clamps ``limit`` to its ``[api] max_limit``, so a page shorter
+        than asked is not the end of the listing: only a page without a
+        ``<key>_links`` rel=next is (docs/design.md rule 17).
+        """
+        base = dict(query, limit=str(self._page_size))
+        request = f"{path}?{urllib.parse.urlencode(base)}"
         seen: set[str] = set()
-        marker: str | None = None
-        while True:
-            page_query = dict(query, limit=str(self._page_size))
-            if marker:
-                page_query["marker"] = marker
-            request = f"{path}?{urllib.parse.urlencode(page_query)}"
-            page = _list_in(self._get(request), key, request)
+        markers: set[str] = set()
+        for _ in range(self._max_pages):
+            body = self._get(request)
+            page = _list_in(body, key, request)
             if len(page) > self._page_size:
                 raise NovaBadAnswer(request=request, reason="page longer than the limit asked")
             for item in page:
@@ -173,9 +239,17 @@ class NovaObserver:
                     raise NovaBadAnswer(request=request, reason=f"{ident} listed twice")
                 seen.add(ident)
                 yield item
-            if len(page) < self._page_size:
+            marker = _next_marker(body, key, path, base, request)
+            if marker is None:
                 return
-            marker = str(page[-1].get("uuid") or page[-1].get("id"))
+            if marker in markers:
+                raise NovaBadAnswer(request=request, reason=f"the next link returns to {marker}")
+            markers.add(marker)
+            request = f"{path}?{urllib.parse.urlencode(dict(base, marker=marker))}"
+        raise NovaBadAnswer(
+            request=f"{path}?{urllib.parse.urlencode(base)}",
+            reason=f"still a next link after {self._max_pages} pages",
+        )
 
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         return self._retry(lambda: _checked(self._transport, request, missing_ok))
@@ -230,6 +304,31 @@ def _fault_message(body: Any) -> str:
     return "no details"
 
 
+def _next_marker(
+    body: dict[str, Any], key: str, path: str, query: dict[str, str], request: str
+) -> str | None:
+    """The marker of the page's rel=next link, or None when it has none.
+
+    NOTE: the link must continue the same listing (same path and query, a new
+    marker); we request it ourselves so that only the marker comes from Nova.
+    """
+    links = body.get(f"{key}_links", [])
+    if not isinstance(links, list):
+        raise NovaBadAnswer(request=request, reason=f"'{key}_links' is not a list")
+    hrefs = [str(link.get("href", "")) for link in links
+             if isinstance(link, dict) and link.get("rel") == "next"]  # fmt: skip
+    if not hrefs:
+        return None
+    url = urllib.parse.urlsplit(hrefs[0])
+    params = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+    marker = params.pop("marker", "")
+    if not url.path.endswith(path) or not marker or params != query:
+        raise NovaBadAnswer(
+            request=request, reason=f"the next link {hrefs[0]} does not continue the listing"
+        )
+    return marker
+
+
 def _list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:
     items = body.get(key) if isinstance(body, dict) else None
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -242,6 +341,11 @@ def parse_server(item: dict[str, Any]) -> Server:
     uuid = str(item.get("id", ""))
     if not _UUID.match(uuid):
         raise NovaBadAnswer(request="a server listing", reason=f"server id {uuid!r} is no UUID")
+    if item.get("status") == "UNKNOWN" and "OS-EXT-STS:vm_state" not in item:
+        # NOTE: views/servers.py _show_from_down_cell: id, status UNKNOWN,
+        # tenant_id, created and links (GET /servers/{id} adds a few request
+        # spec fields), but no host and no states: nothing can be concluded.
+        raise NovaCellDown(what=f"server {uuid} came back partial (status UNKNOWN)")
     if "OS-EXT-SRV-ATTR:host" not in item:
         raise NovaBadAnswer(
             request="a server listing",

@@ -3,8 +3,9 @@
 Requests per fleet audit, whatever the number of hosts: one listing of the
 nova-compute services, one paged listing of every live server of the cloud,
 one paged listing of every migration, and one lookup per domain that the
-server listing does not explain (deleted, purged, or soft-deleted). Like
-``NovaObserver`` it fails closed: any error raises ``NovaError``.
+server listing does not explain (deleted, purged, or soft-deleted; two when
+Nova has no record). Like ``NovaObserver`` it fails closed: any error, and any
+cell Nova cannot reach, raises ``NovaError``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nova_orphans.core.model import Migration, Server
-from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import NovaObserver, parse_migration, parse_server
-
-COMPUTE_BINARY = "nova-compute"
 
 
 class FleetNovaObserver(NovaObserver):
@@ -29,11 +27,13 @@ class FleetNovaObserver(NovaObserver):
         self.requests_made = 0
 
     def compute_hosts(self) -> tuple[str, ...]:
-        """Hosts that run a nova-compute service, sorted (``GET /os-services``)."""
-        body = self._get(f"/os-services?binary={COMPUTE_BINARY}")
-        services = body.get("services") if isinstance(body, dict) else None
-        if not isinstance(services, list):
-            raise NovaBadAnswer(request="the service listing", reason="no 'services' list")
+        """Hosts that run a nova-compute service, sorted (``GET /os-services``).
+
+        NOTE: the fleet listings below are filtered and paged, so Nova skips a
+        cell it cannot reach in them; its hosts show up here as UNKNOWN
+        services instead, and ``compute_services`` raises for them.
+        """
+        services = self.compute_services()
         return tuple(sorted({str(s["host"]) for s in services if s.get("host")}))
 
     def live_servers(self) -> dict[str, Server]:

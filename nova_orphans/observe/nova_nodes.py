@@ -37,7 +37,12 @@ def nodes_for(nova: NovaObserver, host: str, hostname: str) -> tuple[NovaNode, .
     if any(n.host == host for n in named):
         return tuple(named)
     every = [parse_node(item) for item in nova._paged("/os-hypervisors/detail", "hypervisors", {})]
-    return tuple(n for n in every if n.host == host or n.hypervisor_hostname == hostname)
+    found = tuple(n for n in every if n.host == host or n.hypervisor_hostname == hostname)
+    if not any(n.host == host for n in found):
+        # NOTE: the listing skips a cell Nova cannot reach (docs/design.md rule 17):
+        # "no node of this host" holds only when the host's cell answers.
+        nova.require_cells_answer(host)
+    return found
 
 
 def _nodes(body: Any, request: str) -> list[NovaNode]:

@@ -3,7 +3,9 @@
 1. **safety** — no stop, undefine or file move of a guest whose server Nova still
    manages or protects *at the moment the effect runs* (live record on this host,
    SOFT_DELETED, task_state set, vm_state RESIZED, a migration of it in progress or
-   awaiting confirmation, deny-listed), nor of a foreign guest; no step beyond what the
+   awaiting confirmation, deny-listed), nor of a foreign guest; none at all while
+   the host's cell does not answer Nova, nor on a guest whose record (or whose
+   "no record") a down cell hides; no step beyond what the
    operator allowed for the guest's *true* kind (stop needs stop or reap, undefine and
    file moves need reap; the allow list applies); instance files move only for
    ``deleted``/``unknown``. Checked inside the effects against the simulated Nova's
@@ -36,7 +38,7 @@ from nova_orphans.core.model import Domain, Kind, Selector
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import Quarantined, SimulatedHost
 from nova_orphans.record.journal import STAMP_FORMAT, Journal
-from nova_orphans.sim.cloud import HOST, Cloud
+from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped
 from nova_orphans.sim.steps import Setup
 from nova_orphans.sim.truth import ORPHANS, Truth, lost, still_managed, truth_of
@@ -72,6 +74,9 @@ def effect_check(
     why = still_managed(cloud, domain, deny.covers(domain))
     if why:
         found.append((SAFETY, f"{method} of {label} while Nova still manages it: {why}"))
+    hidden = _hidden_by_a_down_cell(cloud, uuid)
+    if hidden:
+        found.append((SAFETY, f"{method} of {label} while {hidden}"))
     truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
     if truth in ORPHANS:
         action = policy.action_for(Kind(truth.value))
@@ -108,6 +113,19 @@ def purge_check(
     if not any(i.uuid == uuid and i.step == "purge" for i in journal.open_intents()):
         found.append((JOURNAL, f"purge of {directory} without an open intent"))
     return found
+
+
+def _hidden_by_a_down_cell(cloud: Cloud, uuid: str) -> str | None:
+    """Why Nova cannot tell the truth about ``uuid`` now: a cell it needs is down."""
+    down = cloud.nova.down_cells
+    row = cloud.nova.servers.get(uuid)
+    if CELLS[HOST] in down:
+        return f"the host's cell {CELLS[HOST]} does not answer Nova"
+    if row is not None and row.cell in down:
+        return f"its record's cell {row.cell} does not answer Nova"
+    if row is None and down:
+        return f"cells {sorted(down)} do not answer Nova, so 'no record' is unknown"
+    return None
 
 
 def journal_closed(journal: Journal) -> list[str]:

@@ -22,6 +22,8 @@ from nova_orphans.demo.simnova import START, SimulatedNova
 from nova_orphans.demo.simnova_views import SimServer
 
 HOST, OTHER = "cmp-1", "cmp-2"
+#: The cell of each compute host (a down cell hides its rows from Nova's listings).
+CELLS = {HOST: "cell1", OTHER: "cell2"}
 _NS = uuidlib.UUID("0b5c3e0e-8a57-4c1e-9d0e-5f7a8b9c1d2e")
 EPOCH = START + datetime.timedelta(days=1)
 RUNNING, SHUTOFF, PAUSED = DomainState.RUNNING, DomainState.SHUTOFF, DomainState.PAUSED
@@ -43,8 +45,8 @@ class Cloud:
     def __init__(self) -> None:
         self.now = EPOCH
         self.nova = SimulatedNova(start=START)
-        self.nova.add_compute(HOST)
-        self.nova.add_compute(OTHER)
+        self.nova.add_compute(HOST, cell=CELLS[HOST])
+        self.nova.add_compute(OTHER, cell=CELLS[OTHER])
         self.hv = SimulatedHost(HOST)
         #: Rows ``archive`` removed, kept so that a database restore can bring them back.
         self.archived: dict[str, SimServer] = {}
@@ -132,8 +134,8 @@ class Cloud:
         row.updated_at = self.now
 
     def _move(self, row: SimServer, host: str, **fields: object) -> None:
-        node = self.nova.add_compute(host).node
-        self._set(row, host=host, node=node, task_state=None, **fields)
+        compute = self.nova.add_compute(host)
+        self._set(row, host=host, node=compute.node, cell=compute.cell, task_state=None, **fields)
 
     def _fresh(self, label: str) -> bool:
         uuid = uuid_of(label)

@@ -8,12 +8,13 @@ so that most of them are operations that apply to the cloud as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterator
 
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import Fault
-from nova_orphans.sim.cloud import HOST, OTHER, Cloud, uuid_of
+from nova_orphans.sim.cloud import CELLS, HOST, OTHER, Cloud, uuid_of
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
 #: (weight, candidate test, arguments to draw from) per operation.
@@ -110,7 +111,7 @@ _FAILING = ("stop", "domain_xml", "save_xml", "keep_state", "undefine", "move_in
 #: Every fault a history may inject, by the name ``--without`` takes.
 FAULT_NAMES = (
     tuple(f"nova:{f}" for f in _FAULTS)
-    + ("drop", "crash")
+    + ("nova:cell-down", "nova:short-pages", "drop", "crash")
     + tuple(f"race:{r}" for r in _RACES)
     + tuple(f"fail:{m}" for m in _FAILING)
 )
@@ -136,6 +137,7 @@ def setup_for(rng: random.Random) -> Setup:
         page_size=rng.randint(2, 5),
         retry_attempts=rng.choice((1, 1, 3)),
         retention=rng.choice((0.0, 2 * interval, 5 * interval)),
+        max_limit=rng.choice((0, 0, 1, 2)),
     )
 
 
@@ -152,6 +154,8 @@ class Generator:
         #: Faults never injected, named as in ``FAULT_NAMES``.
         self.exclude = exclude
         self.setup = setup_for(self.rng)
+        if "nova:short-pages" in exclude:
+            self.setup = dataclasses.replace(self.setup, max_limit=0)
         self.cycles = cycles
         self.weather = _WEATHER[self.rng.choice(("calm", "light", "light", "stormy"))]
         self._servers = self._foreign = 0
@@ -216,7 +220,8 @@ class Generator:
             (rng.randint(0, 5), rng.choice(("before", "after"))) if rng.random() < p / 2 else None
         )
         fail = (rng.choice(_FAILING),) if rng.random() < p / 3 else ()
-        cycle = Cycle(at, tuple(sorted(dict(nova).items())), tuple(reads), crash, fail)
+        down = rng.choice(sorted(CELLS)) if rng.random() < p / 3 else ""
+        cycle = Cycle(at, tuple(sorted(dict(nova).items())), tuple(reads), crash, fail, down)
         return self._without_excluded(cycle) if self.exclude else cycle
 
     def _without_excluded(self, cycle: Cycle) -> Cycle:
@@ -227,4 +232,5 @@ class Generator:
             tuple(r for r in cycle.reads if (r[1] if r[1] == "drop" else f"race:{r[1]}") not in x),
             None if "crash" in x else cycle.crash,
             tuple(f for f in cycle.fail if f"fail:{f}" not in x),
+            "" if "nova:cell-down" in x else cycle.cell_down,
         )

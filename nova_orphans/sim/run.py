@@ -20,7 +20,7 @@ from nova_orphans.observe.errors import HypervisorError
 from nova_orphans.observe.nova import NovaObserver, default_retry
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks
-from nova_orphans.sim.cloud import EPOCH, HOST, Cloud, uuid_of
+from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, Cloud, uuid_of
 from nova_orphans.sim.effects import CheckedEffects, Crash
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
@@ -83,6 +83,8 @@ class Run:
     def __init__(self, setup: Setup, dry_run: bool = False) -> None:
         self.setup, self.dry_run = setup, dry_run
         self.cloud = Cloud()
+        if setup.max_limit:
+            self.cloud.nova.max_limit = setup.max_limit
         self.workdir = tempfile.mkdtemp(prefix="nova-orphans-sim-", dir=SCRATCH)
         self.journal_path = f"{self.workdir}/journal.sqlite"
         self.quarantine_root = f"{self.workdir}/quarantine"
@@ -239,12 +241,15 @@ class Run:
         self._requests = self._read_count = self._fired = 0
         self._scan_fired = None
         self.cloud.nova.fault_hook = self._nova_fault
+        self.cloud.nova.down_cells = {CELLS[cycle.cell_down]} if cycle.cell_down else set()
+        self.counters.faults += bool(cycle.cell_down)
         self.cloud.hv.before_read = self._before_read
         if isinstance(self.effects, CheckedEffects):
             self.effects.new_cycle(cycle.crash, cycle.fail)
 
     def _disarm(self) -> None:
         self.cloud.nova.fault_hook = None
+        self.cloud.nova.down_cells = set()
         self.cloud.hv.before_read = None
         self.checked.crash, self.checked.fail = None, set()
 

@@ -142,11 +142,12 @@ def shrink(history: History, still_fails: Callable[[History], bool], budget: int
 
 def _simpler(step: Step) -> Iterator[Step]:
     if isinstance(step, Cycle) and step.faulty:
-        yield dataclasses.replace(step, nova_faults=(), reads=(), crash=None, fail=())
+        yield dataclasses.replace(step, nova_faults=(), reads=(), crash=None, fail=(), cell_down="")
         yield dataclasses.replace(step, nova_faults=())
         yield dataclasses.replace(step, reads=())
         yield dataclasses.replace(step, crash=None)
         yield dataclasses.replace(step, fail=())
+        yield dataclasses.replace(step, cell_down="")
 
 
 def minimal(result: Result, budget: int = 300) -> History:

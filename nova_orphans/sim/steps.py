@@ -40,7 +40,8 @@ class Cycle:
     "drop" (the connection drops), or a race on the looked-up guest ("vanish",
     "db_restore", "migrate", "toggle"). ``crash``: (n, "before"|"after") — the agent
     dies before or after its n-th effect call and restarts. ``fail``: effect methods
-    that fail (``EffectError``) this cycle.
+    that fail (``EffectError``) this cycle. ``cell_down``: the compute host whose
+    Nova cell does not answer during the cycle ("" for none).
     """
 
     at: float
@@ -48,11 +49,12 @@ class Cycle:
     reads: tuple[tuple[int, str], ...] = ()
     crash: tuple[int, str] | None = None
     fail: tuple[str, ...] = ()
+    cell_down: str = ""
 
     @property
     def faulty(self) -> bool:
         """True when anything is injected into this cycle."""
-        return bool(self.nova_faults or self.reads or self.crash or self.fail)
+        return bool(self.nova_faults or self.reads or self.crash or self.fail or self.cell_down)
 
 
 Step = Event | Cycle
@@ -76,6 +78,8 @@ class Setup:
     retry_attempts: int = 1
     #: Seconds a quarantine entry is kept before the agent purges it (0: forever).
     retention: float = 0.0
+    #: Nova's ``[api] max_limit`` (0: Nova's default, 1000); below page_size pages run short.
+    max_limit: int = 0
 
     def policy(self) -> Policy:
         """The ``Policy`` this setup describes."""

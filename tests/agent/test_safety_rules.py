@@ -76,6 +76,25 @@ def test_a_failing_nova_makes_the_cycle_do_nothing(tmp_path, fault):
     assert world.effects.calls == [] or result.error is None
 
 
+@pytest.mark.parametrize("down", ["cell1", "cell2"], ids=["the host's cell", "another cell"])
+def test_a_cell_nova_cannot_reach_makes_the_cycle_do_nothing(tmp_path, down):
+    # docs/design.md rule 17: Nova's listings silently skip a down cell.
+    world = SimWorld(tmp_path)
+    world.nova.computes[OTHER].cell = "cell2"
+    world.boot("managed")
+    gone = world.orphan("gone", Kind.UNKNOWN)  # archived: Nova has no record of it
+    world.nova.down_cells.add(down)
+    result = world.cycle()
+    assert result.error and "Nova could not reach a cell" in result.error
+    assert result.exit_code == 1
+    assert world.effects.calls == []
+    registry = world.agent.metrics.registry
+    assert registry.get_sample_value("nova_orphans_cycles_aborted_total", {"reason": "nova"}) == 1
+    world.nova.down_cells.clear()
+    world.cycle()
+    assert world.touched() == {gone}
+
+
 def test_unreachable_libvirt_makes_the_cycle_do_nothing(tmp_path):
     world = SimWorld(tmp_path)
     world.orphan("gone", Kind.DELETED)

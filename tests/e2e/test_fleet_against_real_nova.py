@@ -73,7 +73,8 @@ def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
             [nova_domain(twice, "instance-b"), nova_domain(gone, "instance-c", *leftovers)],
             name="host2.xml",
         )
-        worlds.write_world(tmp_path, [], name="lvhost.xml")
+        for empty in ("lvhost", harness.CELL2_HOST):
+            worlds.write_world(tmp_path, [], name=f"{empty}.xml")
         conf = harness.write_cli_config(tmp_path / "fleet.conf", host="host1")
 
         done = fleet_audit(conf, f"test://{tmp_path}/{{host}}.xml")

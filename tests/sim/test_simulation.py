@@ -17,8 +17,12 @@ from nova_orphans.act.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
 from nova_orphans.demo.simhost import SimulatedEffects
+from nova_orphans.observe import nova as nova_module
+from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, runner
+from nova_orphans.sim.cloud import Cloud
+from nova_orphans.sim.generate import Generator
 from nova_orphans.sim.run import Counters
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
@@ -267,3 +271,103 @@ def test_ground_truth_sees_a_restored_row_as_managed():
     assert truth_of(cloud, domain, denied=False) is Truth.UNKNOWN
     cloud.apply("db_restore", "s1", "")
     assert truth_of(cloud, domain, denied=False) is Truth.MANAGED
+
+
+# --- Nova's partial answers: down cells and short pages (docs/design.md rule 17) ------------
+
+REAP_ORPHANS = (("deleted", "reap"), ("unknown", "reap"), ("misplaced", "reap"))
+
+
+def cell_down_history(cell_down: str) -> History:
+    """s1 deleted (an orphan to reap), s2 managed here, s3 moved to cmp-2 and deleted there."""
+    return History(
+        seed=0,
+        index=0,
+        setup=Setup(interval=60.0, actions=REAP_ORPHANS, page_size=3),
+        steps=(
+            Event(at=1.0, op="boot_here", label="s1"),
+            Event(at=2.0, op="boot_here", label="s2"),
+            Event(at=3.0, op="boot_here", label="s3"),
+            Event(at=4.0, op="live_migrate", label="s3", arg="cleanup_failed:running"),
+            Event(at=5.0, op="delete", label="s3"),
+            Event(at=6.0, op="local_delete", label="s1"),
+            Cycle(at=60.0, cell_down=cell_down),
+            Cycle(at=120.0),
+        ),
+    )
+
+
+@pytest.mark.parametrize("host", ["cmp-1", "cmp-2"])
+def test_a_cycle_while_a_cell_is_down_acts_on_nothing(host):
+    result = runner.replay(cell_down_history(host))
+    assert result.violations == []
+    assert result.counters.cycles_aborted == 1
+    # s1 and s3 are stopped (a reap's first stage) in the next cycle, once every cell answers
+    assert result.counters.stops == 2
+
+
+def test_an_observer_that_ignores_down_cells_breaks_the_safety_invariant(monkeypatch):
+    monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
+    found = runner.replay(cell_down_history("cmp-2")).violations
+    assert [v.detail for v in found if v.invariant == checks.SAFETY] == [
+        "stop of s3 while its record's cell cell2 does not answer Nova"
+    ]
+
+
+def test_an_observer_that_ignores_the_hosts_down_cell_breaks_the_classification_invariant(
+    monkeypatch,
+):
+    # NOTE: the structural brake (no server here, many Nova guests) still stops the agent.
+    monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
+    found = runner.replay(cell_down_history("cmp-1")).violations
+    assert "s2 classified unknown, truly managed" in {v.detail for v in found}
+
+
+def short_pages_history(max_limit: int) -> History:
+    """Nine servers here: two deleted, one lost (its domain gone); pages of 1 or 2."""
+    boots = tuple(Event(at=float(i), op="boot_here", label=f"s{i}") for i in range(1, 10))
+    return History(
+        seed=0,
+        index=0,
+        setup=Setup(interval=60.0, actions=REAP_ORPHANS, page_size=3, max_limit=max_limit),
+        steps=boots
+        + (
+            Event(at=20.0, op="local_delete", label="s2"),
+            Event(at=21.0, op="local_delete", label="s8"),
+            Event(at=22.0, op="lose", label="s1"),
+            Cycle(at=60.0),
+        ),
+    )
+
+
+@pytest.mark.parametrize("max_limit", [1, 2])
+def test_a_max_limit_below_the_page_size_gives_the_findings_of_the_default(max_limit):
+    default = runner.replay(short_pages_history(0))
+    short = runner.replay(short_pages_history(max_limit))
+    assert default.violations == short.violations == []
+    assert short.counters == default.counters
+    assert short.counters.stops == 2
+
+
+def test_paging_that_stops_at_a_short_page_breaks_the_classification_invariant(monkeypatch):
+    monkeypatch.setattr(nova_module, "_next_marker", lambda *args: None)
+    found = runner.replay(short_pages_history(2)).violations
+    assert [v.invariant for v in found] == [checks.CLASSIFICATION]
+    assert found[0].detail.startswith("lost: classified []")
+
+
+def test_the_generated_histories_have_short_pages_and_down_cells():
+    setups, downs = [], set()
+    for index in range(200):
+        generator = Generator(CI_SEED, index, runner.CYCLES)
+        setups.append(generator.setup.max_limit)
+        cloud = Cloud()
+        for step in generator.steps(cloud):
+            if isinstance(step, Cycle):
+                downs.add(step.cell_down)
+            else:
+                cloud.apply(step.op, step.label, step.arg)
+    assert {0, 1, 2} <= set(setups)
+    assert downs == {"", "cmp-1", "cmp-2"}
+    excluded = Generator(CI_SEED, setups.index(1), 1, frozenset({"nova:short-pages"}))
+    assert excluded.setup.max_limit == 0

@@ -12,6 +12,8 @@ import sys
 import pytest
 
 from nova_orphans import cli
+from nova_orphans.cli import audit as audit_cli
+from nova_orphans.demo.simnova import SimulatedNova
 
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
 
@@ -118,6 +120,20 @@ def test_unreachable_nova_exits_1_naming_nova(tmp_path, capsys, world):
     assert code == cli.EXIT_ERROR
     assert out == ""
     assert_one_line(err, "Nova", "127.0.0.1:1")
+
+
+def test_a_cell_nova_cannot_reach_exits_1_naming_the_cell(tmp_path, capsys, world, monkeypatch):
+    # docs/design.md rule 17: without the check every guest would be "unknown" (exit 3).
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1")
+    nova.down_cells.add("cell1")
+    monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)
+    code, out, err = run(
+        capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", world
+    )
+    assert code == cli.EXIT_ERROR
+    assert out == ""
+    assert_one_line(err, "Nova could not reach a cell", "'cmp-1'", "UNKNOWN")
 
 
 def test_the_console_script_reports_errors_the_same_way(tmp_path, world):

@@ -12,12 +12,15 @@ from nova_orphans.demo.simnova import Fault, SimulatedNova
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
+    NovaCellDown,
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import NovaObserver, default_retry
+from nova_orphans.observe.nova import MICROVERSION, NovaObserver, default_retry
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
 
 HOST = "cmp-1"
+NOVA = "http://nova.example:8774/v2.1"
 
 
 def srv(host: str | None = HOST, status: str = "ACTIVE", **kw: Any) -> dict[str, Any]:
@@ -36,13 +39,14 @@ def srv(host: str | None = HOST, status: str = "ACTIVE", **kw: Any) -> dict[str,
 
 
 class ScriptedNova:
-    """Answers by path prefix with canned (status, body) pairs, or a callable; counts calls."""
+    """Answers like Nova (next links, ``max_limit``), or by ``override``; counts calls."""
 
-    def __init__(self, servers: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, servers: list[dict[str, Any]] | None = None, max_limit: int = 1000) -> None:
         self.servers = servers or []
         self.migrations: list[dict[str, Any]] = []
         self.requests: list[str] = []
         self.override: Any = None
+        self.max_limit = max_limit
 
     def get(self, path: str) -> tuple[int, Any]:
         self.requests.append(path)
@@ -52,6 +56,15 @@ class ScriptedNova:
         q = dict(urllib.parse.parse_qsl(url.query))
         if url.path == "/os-migrations":
             return 200, {"migrations": self.migrations}
+        if url.path == "/os-services":
+            return 200, {
+                "services": [{"binary": "nova-compute", "host": HOST, "status": "enabled"}]
+            }
+        if url.path.startswith("/servers/") and url.path != "/servers/detail":
+            found = [s for s in self.servers if s["id"] == url.path.split("/")[2]]
+            if not found or found[0]["status"] == "DELETED":
+                return 404, {"itemNotFound": {"code": 404, "message": "not found"}}
+            return 200, {"server": found[0]}
         if "uuid" in q:
             return 200, {"servers": [s for s in self.servers if s["id"] == q["uuid"]]}
         live = [
@@ -59,8 +72,19 @@ class ScriptedNova:
             for s in self.servers
             if s["OS-EXT-SRV-ATTR:host"] == q["host"] and s["status"] != "DELETED"
         ]
-        start = next((i + 1 for i, s in enumerate(live) if s["id"] == q.get("marker")), 0)
-        return 200, {"servers": live[start : start + int(q["limit"])]}
+        return 200, nova_page(live, q, self.max_limit)
+
+
+def nova_page(rows: list[dict[str, Any]], q: dict[str, str], max_limit: int) -> dict[str, Any]:
+    """One page of ``rows`` the way Nova pages: limit capped to max_limit, a next link when full."""
+    start = next((i + 1 for i, s in enumerate(rows) if s["id"] == q.get("marker")), 0)
+    limit = min(int(q["limit"]), max_limit)
+    page = rows[start : start + limit]
+    body: dict[str, Any] = {"servers": page}
+    if page and len(page) == limit:
+        query = urllib.parse.urlencode(dict(sorted(q.items()), marker=page[-1]["id"]))
+        body["servers_links"] = [{"rel": "next", "href": f"{NOVA}/servers/detail?{query}"}]
+    return body
 
 
 def observer(nova: ScriptedNova, page_size: int = 1000) -> NovaObserver:
@@ -74,8 +98,8 @@ def test_requests_are_constant_plus_one_per_unexplained_domain():
     view = observer(nova, page_size=100).observe(HOST, [s["id"] for s in servers] + [orphan])
     assert len(view.servers_here) == 250
     assert view.lookups[orphan] is not None and view.lookups[orphan].deleted
-    # 3 pages of servers + 1 lookup + 1 migration page
-    assert len(nova.requests) == 5
+    # 3 pages of servers + 1 lookup + the host's cell answers + 1 migration page
+    assert len(nova.requests) == 6
 
 
 def test_paging_returns_every_server_exactly_once():
@@ -87,7 +111,8 @@ def test_paging_returns_every_server_exactly_once():
 def test_a_repeated_page_is_an_error_not_a_shorter_list():
     servers = [srv() for _ in range(20)]
     nova = ScriptedNova(servers)
-    nova.override = lambda path: (200, {"servers": servers[:10]})
+    first = nova_page(servers, {"all_tenants": "1", "host": HOST, "limit": "10"}, 1000)
+    nova.override = lambda path: (200, first)
     with pytest.raises(NovaBadAnswer, match="listed twice"):
         observer(nova, page_size=10).observe(HOST, [])
 
@@ -214,8 +239,9 @@ def test_many_deleted_guests_are_explained_by_one_listing_not_one_lookup_each():
     view = observer(nova).observe(HOST, [s["id"] for s in live + gone] + archived)
     assert all(view.lookups[s["id"]].deleted for s in gone)
     assert all(view.lookups[u] is None for u in archived)
-    # host listing + deleted listing + one lookup per archived UUID + migrations
-    assert len(nova.requests) == 1 + 1 + 3 + 1
+    # host listing + deleted listing + one lookup per archived UUID + migrations, and
+    # the one service listing that checks every cell answered ("no record" needs it)
+    assert len(nova.requests) == 1 + 1 + 3 + 1 + 1
 
 
 def test_a_deleted_listing_holding_a_live_server_is_an_error():
@@ -277,3 +303,201 @@ def test_a_deleted_server_is_deleted_through_both_endpoints():
     sim.local_delete(uuid)
     view = obs.fresh_view(HOST, uuid)
     assert view.lookups[uuid].deleted
+
+
+# --- Nova's paging: follow the next links (docs/design.md rule 17) ----------------------------
+
+
+def test_a_max_limit_below_the_page_size_still_lists_every_server_by_following_links():
+    servers = [srv() for _ in range(5)]
+    nova = ScriptedNova(servers, max_limit=2)  # Nova's [api] max_limit = 2 clamps limit=1000
+    view = observer(nova).observe(HOST, [])
+    assert set(view.servers_here) == {s["id"] for s in servers}
+    listing = [r for r in nova.requests if r.startswith("/servers/detail")]
+    assert len(listing) == 3  # 2 + 2 + 1, the last page without a next link
+
+
+def test_a_short_page_with_a_next_link_is_not_the_end():
+    servers = [srv() for _ in range(3)]
+    pages = iter([servers[:1], servers[1:]])
+
+    def short_then_rest(path: str) -> tuple[int, Any]:
+        if not path.startswith("/servers"):
+            return 200, {"migrations": [], "services": []}
+        page = next(pages)
+        body: dict[str, Any] = {"servers": page}
+        if len(page) == 1:
+            body["servers_links"] = [
+                {
+                    "rel": "next",
+                    "href": f"{NOVA}/servers/detail?all_tenants=1&host={HOST}&limit=10"
+                    f"&marker={page[-1]['id']}",
+                }
+            ]
+        return 200, body
+
+    nova = ScriptedNova()
+    nova.override = short_then_rest
+    view = observer(nova, page_size=10).observe(HOST, [])
+    assert set(view.servers_here) == {s["id"] for s in servers}
+    assert f"marker={servers[0]['id']}" in nova.requests[1]
+
+
+def test_a_full_page_without_a_next_link_is_the_end():
+    servers = [srv() for _ in range(10)]
+    nova = ScriptedNova(servers)
+    nova.override = lambda path: (200, {"servers": servers, "migrations": [], "services": []})
+    view = observer(nova, page_size=10).observe(HOST, [])
+    assert len(view.servers_here) == 10
+    assert len(nova.requests) == 3  # one server page, the host's service, one migration page
+
+
+def linked(items: list[dict[str, Any]], marker: str, query: str | None = None) -> dict[str, Any]:
+    query = query or f"all_tenants=1&host={HOST}&limit=2"
+    href = f"{NOVA}/servers/detail?{query}&marker={marker}"
+    return {"servers": items, "servers_links": [{"rel": "next", "href": href}]}
+
+
+def test_a_next_link_back_to_a_marker_already_followed_is_an_error():
+    a, b, c, d = (srv() for _ in range(4))
+    answers = iter([linked([a, b], b["id"]), linked([c, d], b["id"])])
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, next(answers))
+    with pytest.raises(NovaBadAnswer, match="returns to"):
+        observer(nova, page_size=2).observe(HOST, [])
+    assert len(nova.requests) == 2
+
+
+def test_a_listing_that_never_ends_is_cut_off_and_an_error():
+    def endless(path: str) -> tuple[int, Any]:
+        item = srv()
+        return 200, linked([item], item["id"])
+
+    nova = ScriptedNova()
+    nova.override = endless
+    with pytest.raises(NovaBadAnswer, match="still a next link after 1000 pages"):
+        observer(nova, page_size=2).observe(HOST, [])
+    assert len(nova.requests) == 1000
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["all_tenants=1&limit=2", "all_tenants=1&host=cmp-9&limit=2"],
+    ids=["filter dropped", "filter changed"],
+)
+def test_a_next_link_that_changes_the_query_is_an_error(query):
+    a = srv()
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, linked([a], a["id"], query))
+    with pytest.raises(NovaBadAnswer, match="does not continue the listing"):
+        observer(nova, page_size=2).observe(HOST, [])
+
+
+# --- a cell Nova cannot reach (docs/design.md rule 17) ----------------------------------------
+
+
+def partial(uuid: str | None = None) -> dict[str, Any]:
+    """A server of a down cell as Nova 2.69+ lists it (views/servers.py _show_from_down_cell)."""
+    return {
+        "id": uuid or str(uuidlib.uuid4()),
+        "status": "UNKNOWN",
+        "tenant_id": "p",
+        "created": "2026-11-01T12:00:00Z",
+        "links": [],
+    }
+
+
+def test_a_partial_record_in_a_listing_is_a_cell_error():
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, {"servers": [srv(), partial()]})
+    with pytest.raises(NovaCellDown, match="came back partial"):
+        observer(nova).servers_on_host(HOST)
+
+
+def down_cell_services(path: str) -> tuple[int, Any] | None:
+    """Nova 2.69+'s service listing with cmp-2 in a cell that does not answer."""
+    if not path.startswith("/os-services"):
+        return None
+    services = [
+        {"binary": "nova-compute", "host": HOST, "status": "enabled"},
+        {"binary": "nova-compute", "host": "cmp-2", "status": "UNKNOWN"},
+    ]
+    host = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(path).query)).get("host")
+    return 200, {"services": [s for s in services if host in (None, s["host"])]}
+
+
+def with_down_cell(nova: ScriptedNova) -> ScriptedNova:
+    """Teach the scripted Nova a service listing where cmp-2's cell does not answer."""
+    real = nova.get
+
+    def get(path: str) -> tuple[int, Any]:
+        answer = down_cell_services(path)
+        if answer is None:
+            return real(path)
+        nova.requests.append(path)
+        return answer
+
+    nova.get = get  # type: ignore[method-assign]
+    return nova
+
+
+def test_no_record_for_a_domain_while_a_cell_is_down_is_a_cell_error():
+    uuid = str(uuidlib.uuid4())
+    nova = with_down_cell(ScriptedNova())
+    with pytest.raises(NovaCellDown, match="'cmp-2' came back partial"):
+        observer(nova).observe(HOST, [uuid])
+
+
+def test_every_domain_explained_needs_only_the_hosts_cell():
+    servers = [srv() for _ in range(3)]
+    nova = with_down_cell(ScriptedNova(servers))
+    view = observer(nova).observe(HOST, [s["id"] for s in servers])
+    assert len(view.servers_here) == 3
+    assert [r for r in nova.requests if r.startswith("/os-services")] == [
+        f"/os-services?binary=nova-compute&host={HOST}"
+    ]
+
+
+def test_the_hosts_own_cell_down_is_an_error_even_without_domains():
+    sim, obs = simulated()
+    sim.boot(HOST, "vm")  # a lost server: its domain is not here
+    sim.down_cells.add("cell1")
+    with pytest.raises(NovaCellDown, match=f"'{HOST}' came back partial"):
+        obs.observe(HOST, [])
+
+
+def test_a_deleted_record_hidden_by_a_down_cell_is_not_taken_for_no_record():
+    sim, obs = simulated()
+    sim.add_compute("cmp-3", cell="cell2")
+    uuid = sim.boot("cmp-3", "vm")
+    sim.local_delete(uuid)
+    sim.down_cells.add("cell2")
+    with pytest.raises(NovaCellDown):
+        obs.observe(HOST, [uuid])
+    with pytest.raises(NovaCellDown):
+        obs.fresh_view(HOST, uuid)
+    sim.down_cells.clear()
+    assert obs.observe(HOST, [uuid]).lookups[uuid].deleted
+
+
+def test_re_verification_of_a_server_in_a_down_cell_is_a_cell_error():
+    sim, obs = simulated()
+    uuid = sim.boot(HOST, "vm")
+    sim.down_cells.add(sim.server(uuid).cell)
+    with pytest.raises(NovaCellDown, match="partial"):
+        obs.fresh_view(HOST, uuid)
+
+
+def test_the_fleet_service_listing_names_a_compute_host_of_a_down_cell():
+    sim = SimulatedNova()
+    sim.add_compute("cmp-1")
+    sim.add_compute("cmp-2", cell="cell2")
+    fleet = FleetNovaObserver(sim, retry=lambda call: call())
+    assert fleet.compute_hosts() == ("cmp-1", "cmp-2")
+    sim.down_cells.add("cell2")
+    with pytest.raises(NovaCellDown, match="'cmp-2' came back partial"):
+        fleet.compute_hosts()
+
+
+def test_the_observer_asks_at_a_microversion_where_down_cells_show_up():
+    assert tuple(map(int, MICROVERSION.split("."))) >= (2, 69)

@@ -524,3 +524,59 @@ def test_demo_world_is_the_same_every_time(tmp_path: pathlib.Path) -> None:
     assert one.nova.get("/servers/detail?all_tenants=1") == two.nova.get(
         "/servers/detail?all_tenants=1"
     )
+
+
+# -- deployment settings: [api] max_limit and a cell that does not answer ------
+
+
+def test_max_limit_clamps_the_limit_and_the_next_link_continues(sim: SimulatedNova) -> None:
+    booted = [sim.boot("host1", f"vm{i}") for i in range(5)]
+    sim.max_limit = 2
+    body = ok(sim, "/servers/detail?all_tenants=1&host=host1&limit=1000")
+    assert len(body["servers"]) == 2
+    (link,) = body["servers_links"]
+    assert link["rel"] == "next"
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(link["href"]).query))
+    assert query == {"all_tenants": "1", "host": "host1", "limit": "1000", "marker": ids(body)[-1]}
+    seen = ids(body)
+    while "servers_links" in body:
+        body = ok(
+            sim, "/servers/detail?" + urllib.parse.urlsplit(body["servers_links"][0]["href"]).query
+        )
+        seen += ids(body)
+    assert sorted(seen) == sorted(booted)
+
+
+def test_a_down_cell_is_skipped_by_filtered_listings_and_partial_elsewhere(
+    sim: SimulatedNova,
+) -> None:
+    sim.add_compute("host1")
+    sim.add_compute("host9", cell="cell2")
+    here = sim.boot("host1", "here")
+    there = sim.boot("host9", "there")
+    mid = sim.live_migrate(here, "host9")
+    sim.down_cells.add("cell2")
+    assert ids(ok(sim, "/servers/detail?all_tenants=1&host=host9")) == []
+    assert ids(ok(sim, f"/servers/detail?all_tenants=1&uuid={there}")) == []
+    assert ok(sim, "/os-migrations?host=host9")["migrations"] == []
+    # NOTE: only an unfiltered, unpaged listing (2.69+) shows a down cell, as partial records.
+    listed = {s["id"]: s for s in ok(sim, "/servers/detail?all_tenants=1")["servers"]}
+    assert listed[there] == {
+        "id": there,
+        "status": "UNKNOWN",
+        "tenant_id": "demo-project",
+        "created": listed[there]["created"],
+        "links": listed[there]["links"],
+    }
+    shown = ok(sim, f"/servers/{there}")["server"]
+    assert shown["status"] == "UNKNOWN" and "OS-EXT-SRV-ATTR:host" not in shown
+    assert shown["user_id"] == "demo-user"
+    services = {s["host"]: s for s in ok(sim, "/os-services?binary=nova-compute")["services"]}
+    assert services["host9"] == {"binary": "nova-compute", "host": "host9", "status": "UNKNOWN"}
+    assert services["host1"]["status"] == "enabled"
+    assert sim.get(f"/servers/{there}/migrations")[0] == 500
+    sim.skip_down_cells = False
+    assert sim.get("/servers/detail?all_tenants=1&host=host1")[0] == 500
+    assert sim.get("/os-migrations?host=host1")[0] == 500
+    sim.down_cells.clear()
+    assert [m["id"] for m in ok(sim, "/os-migrations?host=host9")["migrations"]] == [mid]

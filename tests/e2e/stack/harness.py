@@ -29,11 +29,15 @@ STACK_SH = HERE / "stack.sh"
 NOVA_VENV = STACK_DIR / "nova-venv"
 
 NOVA_ENDPOINT = "http://127.0.0.1:8774/v2.1"
+#: A second nova-api on the same databases, with ``[api] max_limit = 2``.
+NOVA_LIMITED_ENDPOINT = "http://127.0.0.1:8785/v2.1"
 ADMIN_TOKEN = "admin:admin"
 # 2.53+: services by UUID and forced_down through PUT /os-services/{id}.
 MICROVERSION = "2.96"
 LIBVIRT_URI = "qemu:///system"
 COMPUTE_HOSTS = ("host1", "host2", "lvhost")
+#: The compute host of cell2, whose database is its own MariaDB instance (``mariadb-cell2``).
+CELL2_HOST = "host3"
 
 
 class StackError(Exception):
@@ -79,6 +83,25 @@ def start_compute(host: str) -> None:
     done = stack_cmd("svc-start", f"compute-{host}", timeout=180)
     if done.returncode != 0:
         raise StackError(f"svc-start compute-{host}: {done.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def cell2_database_down() -> Iterator[None]:
+    """Stop cell2's MariaDB instance; on exit start it again and wait for host3 to report."""
+    done = stack_cmd("svc-stop", "mariadb-cell2", timeout=60)
+    if done.returncode != 0:
+        raise StackError(f"svc-stop mariadb-cell2: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        up = stack_cmd("svc-start", "mariadb-cell2", timeout=120)
+        if up.returncode != 0:
+            raise StackError(f"svc-start mariadb-cell2: {up.stderr.strip()}")
+        deadline = time.monotonic() + 90
+        while stack_cmd("compute-ready", CELL2_HOST, timeout=30).returncode != 0:
+            if time.monotonic() > deadline:
+                raise StackError(f"{CELL2_HOST} does not report again after cell2 came back")
+            time.sleep(1)
 
 
 # --------------------------------------------------------------------------- the compute API

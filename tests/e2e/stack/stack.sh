@@ -9,8 +9,12 @@
 #
 # Pieces: MariaDB and RabbitMQ (private instances on 127.0.0.1, data under $STATE), a Neutron
 # stub (:9696), placement-api (:8778), glance-api (:9292), nova-api (:8774; gunicorn, test-only
-# token filter: "X-Auth-Token: user:project"), nova-conductor, nova-scheduler, and three
+# token filter: "X-Auth-Token: user:project"), a second nova-api on the same databases with
+# [api] max_limit = 2 (:8785), nova-conductor, nova-scheduler, and three
 # computes: host1 and host2 (fake driver) and lvhost (real libvirt driver on qemu:///system).
+# A second cell, cell2, has its own MariaDB instance (127.0.0.1:13307, so that it can be stopped
+# alone: "svc-stop mariadb-cell2"), its own RabbitMQ vhost, nova-conductor-cell2 and compute
+# host3 (fake driver).
 # Run install.sh first. The private libvirtd must be running for lvhost
 # (.ci/services/libvirtd.sh start).
 set -euo pipefail
@@ -28,8 +32,13 @@ RABBIT_PORT=${STACK_RABBIT_PORT:-5673}
 RABBIT_NODE=${STACK_RABBIT_NODE:-rabbit-nova-e2e@localhost}
 MYSQL_SOCK=$STATE/mysql.sock
 DB="mysql+pymysql://stack:stack@127.0.0.1:$MYSQL_PORT"
+MYSQL2_PORT=${STACK_MYSQL2_PORT:-13307}
+MYSQL2_SOCK=$STATE/mysql-cell2.sock
+DB2="mysql+pymysql://stack:stack@127.0.0.1:$MYSQL2_PORT"
+CELL2_TRANSPORT="rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/cell2"
 TOKEN=admin:admin
 COMPUTES="host1 host2 lvhost"
+CELL2_COMPUTES="host3"
 # Domains the lvhost compute creates are named like this, so stop/start can clean them up
 # without touching other guests on qemu:///system.
 NAME_PREFIX=e2e-stack-
@@ -41,7 +50,7 @@ log() { printf '%s stack: %s\n' "$(date +%T)" "$*"; }
 die() { printf 'stack: ERROR: %s\n' "$*" >&2; exit 1; }
 since() { echo $(( $(date +%s) - $1 )); }
 ccurl() { curl -s --max-time 5 --connect-timeout 2 "$@"; }
-sql() { mariadb --no-defaults --socket="$MYSQL_SOCK" -uroot -N -B -e "$1" 2>/dev/null; }
+sql() { mariadb --no-defaults --socket="${2:-$MYSQL_SOCK}" -uroot -N -B -e "$1" 2>/dev/null; }
 rabbitctl() {
     RABBITMQ_NODENAME=$RABBIT_NODE timeout 30 "$RABBITMQCTL" -n "$RABBIT_NODE" "$@"
 }
@@ -181,8 +190,20 @@ ovsdb_connection = tcp:127.0.0.1:1
 enforce_scope = true
 enforce_new_defaults = true
 EOF
+    # The second nova-api: the same configuration but for [api] max_limit.
+    mkdir -p "$ETC/limited"
+    cp "$ETC/api-paste.ini" "$ETC/limited/api-paste.ini"
+    sed -e 's/^max_limit = 1000$/max_limit = 2/' "$ETC/nova.conf" >"$ETC/limited/nova.conf"
+    grep -q '^max_limit = 2$' "$ETC/limited/nova.conf" || die "could not set max_limit for nova-api-limited"
 
-    for h in $COMPUTES; do
+    cat >"$ETC/cell2.conf" <<EOF
+[DEFAULT]
+transport_url = $CELL2_TRANSPORT
+[database]
+connection = $DB2/nova_cell2
+EOF
+
+    for h in $COMPUTES $CELL2_COMPUTES; do
         local driver=fake.FakeDriverWithoutFakeNodes
         [ "$h" = lvhost ] && driver=libvirt.LibvirtDriver
         mkdir -p "$STATE/$h/instances" "$STATE/$h/lock"
@@ -241,18 +262,21 @@ EOF
 }
 
 # ---------------------------------------------------------------------------- pieces
-start_mariadb() {
-    if [ ! -d "$STATE/mysql/mysql" ]; then
-        mariadb-install-db --no-defaults --datadir="$STATE/mysql" --user=root \
-            --auth-root-authentication-method=normal --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
-            die "mariadb-install-db failed (see $LOG/mariadb-install.log)"
+start_mariadb() {  # name datadir socket port
+    local name=$1 data=$2 sock=$3 port=$4
+    if [ ! -d "$data/mysql" ]; then
+        mariadb-install-db --no-defaults --datadir="$data" --user=root \
+            --auth-root-authentication-method=normal --skip-test-db >"$LOG/$name-install.log" 2>&1 ||
+            die "mariadb-install-db failed (see $LOG/$name-install.log)"
     fi
-    daemon mariadb mariadbd --no-defaults --datadir="$STATE/mysql" --socket="$MYSQL_SOCK" \
-        --port="$MYSQL_PORT" --bind-address=127.0.0.1 --user=root --pid-file="$STATE/mysql.pidf" \
+    daemon "$name" mariadbd --no-defaults --datadir="$data" --socket="$sock" \
+        --port="$port" --bind-address=127.0.0.1 --user=root --pid-file="$data.pidf" \
         --skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
         --innodb-buffer-pool-size=128M --max-connections=1000 --skip-name-resolve
 }
-mariadb_up() { mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -uroot --connect-timeout=2 ping >/dev/null 2>&1; }
+start_mariadb_cell1() { start_mariadb mariadb "$STATE/mysql" "$MYSQL_SOCK" "$MYSQL_PORT"; }
+start_mariadb_cell2() { start_mariadb mariadb-cell2 "$STATE/mysql-cell2" "$MYSQL2_SOCK" "$MYSQL2_PORT"; }
+mariadb_up() { mariadb-admin --no-defaults --socket="${1:-$MYSQL_SOCK}" -uroot --connect-timeout=2 ping >/dev/null 2>&1; }
 
 start_rabbit() {
     mkdir -p "$STATE/rabbit/mnesia" "$STATE/rabbit/log"
@@ -268,6 +292,11 @@ start_rabbit() {
         daemon rabbitmq /usr/lib/rabbitmq/bin/rabbitmq-server
 }
 rabbit_up() { rabbitctl await_startup >/dev/null 2>&1; }
+cell2_vhost() {
+    rabbitctl add_vhost cell2 >/dev/null 2>&1 || true
+    rabbitctl set_permissions -p cell2 guest '.*' '.*' '.*' >/dev/null ||
+        die "could not open the cell2 vhost to guest"
+}
 
 create_databases() {
     sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
@@ -277,21 +306,35 @@ create_databases() {
          CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
          CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
          CREATE DATABASE IF NOT EXISTS glance; FLUSH PRIVILEGES;" || die "could not create databases"
+    sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
+         CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
+         GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
+         GRANT ALL PRIVILEGES ON *.* TO 'stack'@'localhost';
+         CREATE DATABASE IF NOT EXISTS nova_cell2; FLUSH PRIVILEGES;" "$MYSQL2_SOCK" ||
+        die "could not create the cell2 database"
     local nm="nova-manage --config-file $ETC/nova.conf"
     local t; t=$(date +%s)
     ( placement-manage --config-file "$ETC/placement.conf" db sync >"$LOG/placement-dbsync.log" 2>&1 ) &
     local p1=$!
     ( "$GV/bin/glance-manage" --config-file "$ETC/glance-api.conf" db_sync >"$LOG/glance-dbsync.log" 2>&1 ) &
     local p2=$!
+    ( $nm --config-file "$ETC/cell2.conf" db sync --local_cell >"$LOG/nova-cell2-dbsync.log" 2>&1 ) &
+    local p3=$!
     { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
+      $nm cell_v2 create_cell --name cell2 --database_connection "$DB2/nova_cell2" \
+        --transport-url "$CELL2_TRANSPORT" &&
       $nm db sync; } >"$LOG/nova-dbsync.log" 2>&1 || die "nova db set-up failed (see $LOG/nova-dbsync.log)"
+    wait "$p3" || die "cell2 db sync failed (see $LOG/nova-cell2-dbsync.log)"
     wait "$p1" || die "placement db sync failed (see $LOG/placement-dbsync.log)"
     wait "$p2" || die "glance db sync failed (see $LOG/glance-dbsync.log)"
     log "databases created in $(since "$t") s"
 }
 
 start_compute() {  # host
-    daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" --config-file "$ETC/compute-$1.conf"
+    local cell=()
+    in_cell2 "$1" && cell=(--config-file "$ETC/cell2.conf")
+    daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" "${cell[@]}" \
+        --config-file "$ETC/compute-$1.conf"
 }
 start_service() {  # name
     case "$1" in
@@ -306,31 +349,43 @@ start_service() {  # name
             OS_NOVA_CONFIG_DIR=$ETC daemon nova-api gunicorn \
                 --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --graceful-timeout 3 --name nova-api \
                 --pythonpath "$HERE" nova_api_wsgi:application ;;
+        nova-api-limited)
+            OS_NOVA_CONFIG_DIR=$ETC/limited daemon nova-api-limited gunicorn \
+                --bind 127.0.0.1:8785 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 \
+                --name nova-api-limited --pythonpath "$HERE" nova_api_wsgi:application ;;
         nova-conductor) daemon nova-conductor nova-conductor --config-file "$ETC/nova.conf" ;;
+        nova-conductor-cell2)
+            daemon nova-conductor-cell2 nova-conductor --config-file "$ETC/nova.conf" \
+                --config-file "$ETC/cell2.conf" ;;
+        mariadb) start_mariadb_cell1 ;;
+        mariadb-cell2) start_mariadb_cell2 ;;
         nova-scheduler) daemon nova-scheduler nova-scheduler --config-file "$ETC/nova.conf" ;;
         compute-*) start_compute "${1#compute-}" ;;
         *) die "unknown service $1" ;;
     esac
 }
 
-compute_consumers() {  # host -> number of consumers on compute.HOST
-    rabbitctl list_queues name consumers 2>/dev/null | awk -v q="compute.$1" '$1 == q {print $2}'
+in_cell2() { case " $CELL2_COMPUTES " in *" $1 "*) return 0 ;; esac; return 1; }
+consumers() {  # vhost queue -> number of consumers
+    rabbitctl list_queues -p "$1" name consumers 2>/dev/null | awk -v q="$2" '$1 == q {print $2}'
 }
-conductor_ready() {
-    local n
-    n=$(rabbitctl list_queues name consumers 2>/dev/null | awk '$1 == "conductor" {print $2}')
+conductor_ready() {  # [vhost]
+    local n; n=$(consumers "${1:-/}" conductor)
     [ "${n:-0}" -ge 1 ]
 }
 compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh heartbeat
-    local h=$1 n
+    local h=$1 n vhost=/ db=nova sock=$MYSQL_SOCK
+    if in_cell2 "$h"; then vhost=cell2; db=nova_cell2; sock=$MYSQL2_SOCK; fi
     n=$(sql "SELECT count(*) FROM nova_api.host_mappings WHERE host='$h'") || return 1
     [ "${n:-0}" -ge 1 ] || return 1
-    n=$(compute_consumers "$h"); [ "${n:-0}" -ge 1 ] || return 1
-    n=$(sql "SELECT count(*) FROM nova.services WHERE host='$h' AND \`binary\`='nova-compute'
-             AND deleted=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND") || return 1
+    n=$(consumers "$vhost" "compute.$h"); [ "${n:-0}" -ge 1 ] || return 1
+    n=$(sql "SELECT count(*) FROM $db.services WHERE host='$h' AND \`binary\`='nova-compute'
+             AND deleted=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND" "$sock") || return 1
     [ "${n:-0}" -ge 1 ]
 }
-all_computes_ready() { local h; for h in $COMPUTES; do compute_ready "$h" || return 1; done; }
+all_computes_ready() {
+    local h; for h in $COMPUTES $CELL2_COMPUTES; do compute_ready "$h" || return 1; done
+}
 
 # nova-compute refuses to start as a NEW service when its hypervisor already has domains
 # ("My hypervisor has existing instances..."), and qemu:///system is shared with other tests that
@@ -365,12 +420,13 @@ bootstrap() {  # image + flavor, recorded in $STATE/stack.json
         { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
 }
 
-ALL_SVCS="mariadb rabbitmq neutron-stub placement-api glance-api nova-api nova-conductor nova-scheduler compute-host1 compute-host2 compute-lvhost"
+ALL_SVCS="mariadb mariadb-cell2 rabbitmq neutron-stub placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
 
 status() {
     local s
     for s in $ALL_SVCS; do alive "$s" || { echo "stack: $s not running"; return 1; }; done
     http_ok http://127.0.0.1:8774/ || { echo "stack: nova-api not answering"; return 1; }
+    http_ok http://127.0.0.1:8785/ || { echo "stack: nova-api-limited not answering"; return 1; }
     [ -s "$STATE/stack.json" ] || { echo "stack: not bootstrapped"; return 1; }
     echo "stack: up ($STATE)"
 }
@@ -391,30 +447,41 @@ start() {
     cleanup_guests
     write_configs
     local epmd_before; epmd_before=$(pgrep -x epmd || true)
-    log "starting mariadb, rabbitmq, neutron stub"
-    start_mariadb
+    log "starting mariadb (both cells), rabbitmq, neutron stub"
+    start_mariadb_cell1 &
+    local m1=$!
+    start_mariadb_cell2 &
+    local m2=$!
     start_rabbit
     start_service neutron-stub
+    wait "$m1" || die "mariadb did not start (see $LOG/mariadb-install.log)"
+    wait "$m2" || die "mariadb-cell2 did not start (see $LOG/mariadb-cell2-install.log)"
     waitfor mariadb 60 mariadb_up
+    waitfor mariadb-cell2 60 mariadb_up "$MYSQL2_SOCK"
     log "mariadb up after $(since "$t0") s"
     create_databases
     start_service placement-api
     start_service glance-api
     waitfor rabbitmq 90 rabbit_up
+    cell2_vhost
     # RabbitMQ starts Erlang's port mapper as a detached daemon; stop it with the stack only
     # when this start brought it up.
     if [ -z "$epmd_before" ]; then pgrep -x epmd | head -1 >"$(pidfile epmd)" || true; fi
     log "rabbitmq up after $(since "$t0") s"
     start_service nova-api
+    start_service nova-api-limited
     start_service nova-conductor
+    start_service nova-conductor-cell2
     start_service nova-scheduler
     # A compute that pings the conductor before its queue exists waits 10 s for nothing.
     waitfor "nova-conductor consumer" 90 conductor_ready
+    waitfor "nova-conductor-cell2 consumer" 90 conductor_ready cell2
     preregister_lvhost
-    for h in $COMPUTES; do start_compute "$h"; done
+    for h in $COMPUTES $CELL2_COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
     waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
     waitfor nova-api 90 http_ok http://127.0.0.1:8774/
+    waitfor nova-api-limited 90 http_ok http://127.0.0.1:8785/
     log "APIs up after $(since "$t0") s"
     bootstrap
     waitfor "computes (mapped, consuming, up)" 120 all_computes_ready
@@ -426,9 +493,9 @@ stop() {
     cleanup_guests
     # The OpenStack services first (they would log connection errors otherwise), then the
     # message bus and database.
-    kill_svcs nova-api nova-conductor nova-scheduler compute-host1 compute-host2 compute-lvhost \
-        placement-api glance-api neutron-stub
-    kill_svcs rabbitmq mariadb
+    kill_svcs nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler \
+        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-stub
+    kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
     log "stopped"
 }
@@ -440,6 +507,8 @@ svc_start() {
     case "$1" in
         compute-*) waitfor "$1" 90 compute_ready "${1#compute-}" ;;
         nova-api) waitfor nova-api 90 http_ok http://127.0.0.1:8774/ ;;
+        nova-api-limited) waitfor nova-api-limited 90 http_ok http://127.0.0.1:8785/ ;;
+        mariadb-cell2) waitfor mariadb-cell2 60 mariadb_up "$MYSQL2_SOCK" ;;
     esac
     log "$1 started in $(since "$t") s"
 }
