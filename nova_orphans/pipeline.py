@@ -37,6 +37,8 @@ class AuditReport:
     #: Domains carrying Nova metadata, and live servers Nova places here (for the brake).
     nova_guests: int = 0
     servers_here: int = 0
+    #: Every domain read on the host (a fleet merge needs each UUID and its state).
+    domains: tuple[Domain, ...] = ()
 
     @property
     def has_orphans(self) -> bool:
@@ -83,4 +85,6 @@ def audit(
     view = nova.observe(host, (d.uuid for d in domains))
     findings = classify(domains, view, deny)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
-    return AuditReport(host, now, findings, verdict, nova_guests, len(view.servers_here))
+    return AuditReport(
+        host, now, findings, verdict, nova_guests, len(view.servers_here), tuple(domains)
+    )

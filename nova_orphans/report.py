@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Finding
+from nova_orphans.core.model import Domain, Finding
 from nova_orphans.pipeline import AuditReport
 
 COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
@@ -39,6 +39,11 @@ def finding_record(finding: Finding) -> dict[str, Any]:
     }
 
 
+def domain_record(domain: Domain) -> dict[str, Any]:
+    """One domain as the fleet merge needs it: UUID, name, libvirt state."""
+    return {"uuid": domain.uuid, "name": domain.name, "state": domain.state.value}
+
+
 def identity_record(verdict: Verdict) -> dict[str, Any]:
     """The identity verdict as plain JSON-ready data: state, reason, every check."""
     return {
@@ -61,6 +66,7 @@ def render_json(report: AuditReport) -> str:
             "checked_at": report.checked_at.isoformat(),
             "identity": identity_record(report.identity),
             "findings": [finding_record(f) for f in report.findings],
+            "domains": [domain_record(d) for d in report.domains],
         },
         indent=2,
     )
