@@ -214,6 +214,13 @@ def _standing(
             return Standing.UNREADABLE, ["its only report(s) could not be used"]
         return Standing.MISSING, ["Nova lists a nova-compute service here; no report"]
     age = now - report.checked_at
+    if -age > max_age:
+        # NOTE: a report from the future (a host's clock ahead) would otherwise stay fresh
+        # for as long as the clock is off.
+        return Standing.STALE, [
+            f"report from {report.checked_at.isoformat()} is {_seconds(-age)} in the future "
+            f"(max age {_seconds(max_age)}; is the host's clock right?): not merged"
+        ]
     if age > max_age:
         return Standing.STALE, [
             f"report from {report.checked_at.isoformat()} is {_seconds(age)} old "

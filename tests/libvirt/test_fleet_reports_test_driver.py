@@ -20,7 +20,7 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.demo.simnova import Fault, SimulatedNova
 from tests import worlds
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
@@ -338,3 +338,13 @@ def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
     code, document, err = cloud.fleet(capsys)
     assert code == cli.EXIT_FOUND, err
     assert [s["running_on"] for s in document["split_brain"]] == [["cmp-1", "cmp-2"]]
+
+
+def test_nova_failing_is_one_line_exit_1_and_nothing_concluded(cloud, capsys):
+    for host in HOSTS:
+        cloud.audit(host, [])
+    cloud.nova.inject(Fault.SERVER_ERROR, times=10, path="/os-services")
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert document == {}
+    assert "os-services" in one_line(err)

@@ -115,6 +115,10 @@ CASES = {
         (report("a", RUNNING), report("b", RUNNING, minutes=31)),
         standings=(("a", T), ("b", S)),
     ),
+    "a report dated further in the future than the max age is stale (a clock ahead)": Case(
+        (report("a", RUNNING), report("b", RUNNING, minutes=-31)),
+        standings=(("a", T), ("b", S)),
+    ),
     "an unproven identity makes the report unreliable: no split-brain from it": Case(
         (report("a", RUNNING), report("b", RUNNING, identity="unproven")),
         standings=(("a", T), ("b", U)),
