@@ -225,6 +225,12 @@ agent_opts = [
         help="Purge quarantine entries older than this many days at each cycle; "
         "0 keeps them until 'nova-orphans purge'.",
     ),
+    cfg.StrOpt(
+        "report_file",
+        help="After each cycle that observed the host, write its audit report here (the "
+        "JSON of 'audit --format json', replaced atomically) for 'fleet audit --reports'. "
+        "A cycle that fails writes nothing, so the report ages and the fleet calls it stale.",
+    ),
 ]
 
 metrics_opts = [
@@ -260,6 +266,14 @@ fleet_opts = [
         min=0.1,
         help="Seconds one host's libvirt scan may take; a slower host is reported as "
         "unreachable (timed out), never as having no domains.",
+    ),
+    cfg.IntOpt(
+        "report_max_age",
+        default=1800,
+        min=1,
+        help="'fleet audit --reports': seconds after which a host's report is stale (reported, "
+        "never merged: a stale report never creates split-brain). Keep it above the agents' "
+        "interval plus jitter, or above the period of the job that writes the reports.",
     ),
 ]
 

@@ -40,6 +40,8 @@ class AuditReport:
     servers_here: int = 0
     #: Guests on hold, by UUID, as the journal (if any) says; audit still classifies them.
     holds: Mapping[str, Hold] = dataclasses.field(default_factory=dict)
+    #: Every domain read on the host (a fleet merge needs each UUID and its state).
+    domains: tuple[Domain, ...] = ()
 
     @property
     def has_orphans(self) -> bool:
@@ -86,4 +88,6 @@ def audit(
     view = nova.observe(host, (d.uuid for d in domains))
     findings = classify(domains, view, deny)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
-    return AuditReport(host, now, findings, verdict, nova_guests, len(view.servers_here))
+    return AuditReport(
+        host, now, findings, verdict, nova_guests, len(view.servers_here), domains=tuple(domains)
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Finding
+from nova_orphans.core.model import Domain, Finding
 from nova_orphans.pipeline import AuditReport
 
 COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
@@ -41,6 +41,11 @@ def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]
     }
 
 
+def domain_record(domain: Domain) -> dict[str, Any]:
+    """One domain as the fleet merge needs it: UUID, name, libvirt state."""
+    return {"uuid": domain.uuid, "name": domain.name, "state": domain.state.value}
+
+
 def identity_record(verdict: Verdict) -> dict[str, Any]:
     """The identity verdict as plain JSON-ready data: state, reason, every check."""
     return {
@@ -63,6 +68,7 @@ def render_json(report: AuditReport) -> str:
             "checked_at": report.checked_at.isoformat(),
             "identity": identity_record(report.identity),
             "findings": [finding_record(f, report.holds.get(f.uuid)) for f in report.findings],
+            "domains": [domain_record(d) for d in report.domains],
         },
         indent=2,
     )

@@ -15,8 +15,10 @@ from oslo_config import cfg
 
 from nova_orphans import agent as agent_loop
 from nova_orphans import conf as config
+from nova_orphans import report
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
+from nova_orphans.act.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
@@ -24,6 +26,8 @@ from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.metrics import Metrics
+
+LOG = logging.getLogger(__name__)
 
 
 def register(commands: Any) -> None:
@@ -52,31 +56,53 @@ def run_agent(args: argparse.Namespace) -> int:
     # A dry run asked for on the command line (an operator's check, maybe beside the live
     # agent) exports no metrics: the port and the textfile are the configured agent's.
     metrics_out = (lambda: None) if args.dry_run else _metrics(conf, metrics)
+    # NOTE: likewise the report file is the configured agent's view, not a dry run's.
+    report_out = _report_writer(None if args.dry_run else conf.agent.report_file)
     agent = build_agent(conf, args, metrics)
     try:
-        return _run(agent, conf, args.once, metrics_out)
+        return _run(agent, conf, args.once, metrics_out, report_out)
     finally:
         agent.effects.close()
         agent.journal.close()
 
 
 def _run(
-    agent: agent_loop.Agent, conf: cfg.ConfigOpts, once: bool, metrics_out: Callable[[], None]
+    agent: agent_loop.Agent,
+    conf: cfg.ConfigOpts,
+    once: bool,
+    metrics_out: Callable[[], None],
+    report_out: Callable[[agent_loop.CycleResult], None],
 ) -> int:
     agent.reconcile()
     if once:
         result = agent.cycle()
         metrics_out()
+        report_out(result)
         return result.exit_code
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         # NOTE: the current step finishes; the actuator checks between steps.
         signal.signal(signum, lambda *_: stop.set())
     while not stop.is_set():
-        agent.cycle(should_stop=stop.is_set)
+        report_out(agent.cycle(should_stop=stop.is_set))
         metrics_out()
         stop.wait(agent_loop.next_wait(conf.agent.interval, conf.agent.jitter))
     return common.EXIT_OK
+
+
+def _report_writer(path: str | None) -> Callable[[agent_loop.CycleResult], None]:
+    """Write each observed cycle's report to ``path`` atomically (for ``fleet audit
+    --reports``); a failed cycle writes nothing, so the report ages into stale."""
+
+    def write(result: agent_loop.CycleResult) -> None:
+        if path and result.report is not None:
+            try:
+                write_durably(path, report.render_json(result.report) + "\n")
+            except OSError as exc:
+                # NOTE: the report is for the fleet view; a full disk must not stop the agent.
+                LOG.error("report_file %s not written: %s", path, exc.strerror or exc)
+
+    return write
 
 
 def build_agent(

@@ -1,8 +1,9 @@
 """The ``nova-orphans fleet audit`` sub-command.
 
 Exit codes as for ``audit``: 0 nothing found, 3 orphans found (split-brain
-included), 1 Nova failed or any host was unreachable, 2 usage or configuration
-error.
+included), 1 Nova failed or any host was unreachable (with ``--reports``: any
+report stale, unreliable, unreadable or missing), 2 usage or configuration
+error (with ``--reports``: no report in the directory or on stdin).
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import sys
 from collections.abc import Callable
 
 from nova_orphans import conf as config
 from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.model import Selector
-from nova_orphans.fleet import render
+from nova_orphans.fleet import render, render_reports, reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
+from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
@@ -54,6 +57,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     audit.add_argument("--concurrency", type=_positive(int), help="hosts scanned at once")
     audit.add_argument("--timeout", type=_positive(float), help="seconds per host scan")
+    audit.add_argument(
+        "--reports",
+        metavar="DIR",
+        help="merge the hosts' own reports (every *.json in DIR, or JSON documents on "
+        "stdin with '-') instead of opening each host's libvirt",
+    )
+    audit.add_argument(
+        "--max-age",
+        type=_positive(int),
+        help="with --reports: seconds after which a report is stale "
+        "(default [fleet] report_max_age)",
+    )
     common.add_format(audit)
     audit.set_defaults(handler=handle_audit)
 
@@ -82,6 +97,10 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
 def handle_audit(args: argparse.Namespace) -> int:
     """Run ``fleet audit`` as the command line asked; returns the exit code."""
     conf = common.load_conf(args)
+    if args.reports is not None:
+        return handle_reports(conf, args)
+    if args.max_age is not None:
+        raise common.UsageError("--max-age applies only with --reports")
     settings = settings_from(conf, args)
     result = run_audit(settings, transport_from_conf(conf), common.now())
     print(render.render_json(result) if args.format == "json" else render.render_table(result))
@@ -134,3 +153,28 @@ def exit_code(result: FleetReport) -> int:
     if result.unreachable:
         return EXIT_ERROR
     return EXIT_FOUND if result.has_orphans else EXIT_OK
+
+
+def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    """``fleet audit --reports DIR|-``: merge the hosts' reports; returns the exit code."""
+    scan_only = [f"--{n}" for n in ("hosts", "uri_template", "concurrency", "timeout")
+                 if getattr(args, n) is not None]  # fmt: skip
+    if scan_only:
+        names = ", ".join(o.replace("_", "-") for o in scan_only)
+        raise common.UsageError(f"{names}: not with --reports (no host is scanned)")
+    try:
+        parsed = reports.read_stream(sys.stdin) if args.reports == "-" else (
+            reports.read_directory(args.reports))  # fmt: skip
+    except reports.NoReports as exc:
+        return common.fail(common.EXIT_USAGE, str(exc))
+    except OSError as exc:
+        return common.fail(common.EXIT_USAGE, f"--reports {args.reports}: {exc.strerror or exc}")
+    max_age = datetime.timedelta(seconds=args.max_age or conf.fleet.report_max_age)
+    nova = FleetNovaObserver(transport_from_conf(conf))
+    merged = merge_reports(parsed, nova, common.now(), max_age)
+    out = render_reports.render_json(merged) if args.format == "json" else (
+        render_reports.render_table(merged))  # fmt: skip
+    print(out)
+    if merged.incomplete or merged.unattributed:
+        return common.fail(EXIT_ERROR, render_reports.problems(merged))
+    return EXIT_FOUND if merged.has_orphans else EXIT_OK

@@ -134,6 +134,8 @@ class Migration:
     migration_type: str
     status: str
     created_at: str | None = None
+    #: When Nova last changed the migration (its ``updated_at``).
+    updated_at: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

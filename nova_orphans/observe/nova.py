@@ -381,6 +381,7 @@ def parse_migration(item: dict[str, Any]) -> Migration:
         migration_type=str(item.get("migration_type", "migration")),
         status=str(item.get("status", "")),
         created_at=item.get("created_at"),
+        updated_at=item.get("updated_at"),
     )
 
 

@@ -52,6 +52,11 @@ class FleetNovaObserver(NovaObserver):
         items = self._paged("/os-migrations", "migrations", {})
         return tuple(parse_migration(item) for item in items)
 
+    def migrations_of(self, uuid: str) -> tuple[Migration, ...]:
+        """Every migration of one server (``/os-migrations?instance_uuid=``), paged."""
+        items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})
+        return tuple(parse_migration(item) for item in items)
+
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         self.requests_made += 1
         return super()._get(request, missing_ok)

@@ -122,3 +122,81 @@ def test_an_unreachable_host_and_one_nova_does_not_know_are_reported_not_read_as
         assert hosts["stranger"]["known_to_nova"] is False
     finally:
         nova.destroy(managed)
+
+
+def node_uuid(nova: harness.Nova, host: str) -> str:
+    """The UUID of ``host``'s compute node, as Nova lists it."""
+    nodes = nova.get("/os-hypervisors/detail")["hypervisors"]
+    (uuid,) = [n["id"] for n in nodes if n["service"]["host"] == host]
+    return str(uuid)
+
+
+def report_config(tmp_path: pathlib.Path, host: str, nova: harness.Nova, uri: str) -> pathlib.Path:
+    """A fake-driver host's config whose compute_id (Nova's node UUID) proves its identity."""
+    home = tmp_path / host
+    home.mkdir()
+    (home / "nova.conf").write_text(f"[DEFAULT]\nhost = {host}\nstate_path = {home}\n")
+    (home / "compute_id").write_text(node_uuid(nova, host) + "\n")
+    return harness.write_cli_config(
+        home / "nova-orphans.conf",
+        host=host,
+        libvirt_uri=uri,
+        extra=f"[DEFAULT]\nnova_config_file = {home / 'nova.conf'}\n",
+    )
+
+
+def audit_json(conf: pathlib.Path) -> str:
+    done = harness.run_cli("audit", "--config-file", str(conf), "--format", "json")
+    assert done.returncode in (0, 3), (done.returncode, done.stderr[-2000:])
+    assert json.loads(done.stdout)["identity"]["state"] == "verified", done.stdout[-2000:]
+    return done.stdout
+
+
+def test_reports_of_lvhost_and_host1_merged_without_any_libvirt_connection_find_split_brain(
+    nova_stack: harness.Nova, nova_orphans_cli: str, tmp_path: pathlib.Path
+) -> None:
+    """lvhost's report (the real libvirtd, identity verified by hostname, type and compute_id)
+    and host1's (a test:/// world holding a running copy of lvhost's guest) merged by
+    ``fleet audit --reports``: split-brain, with one Nova request for the hosts and two for
+    the candidate."""
+    nova = nova_stack
+    guest = nova.boot("lvhost", timeout=300)["id"]
+    try:
+        assert harness.domain_state(guest) == "running"
+        reports = tmp_path / "reports"
+        reports.mkdir()
+        lvhost = harness.write_cli_config(
+            tmp_path / "lvhost.conf",
+            host="lvhost",
+            extra=f"[DEFAULT]\nnova_config_file = {harness.STATE}/etc/compute-lvhost.conf\n",
+        )
+        (reports / "lvhost.json").write_text(audit_json(lvhost))
+        host1_world = worlds.write_world(
+            tmp_path, [nova_domain(guest, "instance-copy")], name="host1.xml"
+        )
+        host1 = report_config(tmp_path, "host1", nova, host1_world)
+        (reports / "host1.json").write_text(audit_json(host1))
+        services = nova.get("/os-services?binary=nova-compute")["services"]
+        others = sorted({s["host"] for s in services} - {"lvhost", "host1"})
+        for host in others:  # every other compute Nova lists reports no domain
+            world = worlds.write_world(tmp_path, [], name=f"{host}.xml")
+            (reports / f"{host}.json").write_text(
+                audit_json(report_config(tmp_path, host, nova, world))
+            )
+        conf = harness.write_cli_config(tmp_path / "central.conf", host="central")
+
+        done = harness.run_cli(
+            "fleet", "audit", "--config-file", str(conf), "--reports", str(reports),
+            "--format", "json",
+        )  # fmt: skip
+        assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
+        document = json.loads(done.stdout)
+        split = {s["uuid"]: s for s in document["split_brain"]}
+        assert split[guest]["running_on"] == ["host1", "lvhost"]
+        assert "Nova places it on lvhost" in split[guest]["reason"]
+        statuses = {h["host"]: h["status"] for h in document["hosts"]}
+        assert statuses == dict.fromkeys(["host1", "lvhost", *others], "trusted")
+        candidates = len(document["split_brain"]) + len(document["moved_between_reports"])
+        assert document["summary"]["nova_requests"] == 1 + 2 * candidates
+    finally:
+        nova.destroy(guest)

@@ -1,0 +1,347 @@
+"""Merge per-host audit reports into one fleet view. Pure: no I/O, no clock.
+
+Each host's agent (``[agent] report_file``) or a per-host ``audit --format json``
+writes what it saw; the fleet merges those reports with Nova's list of compute
+hosts, so no central process needs a libvirt connection to every hypervisor.
+
+Only *trusted* reports (fresh, identity verified) are merged as truth. A report
+older than ``max_age`` is stale, one whose libvirt read was not proven to be
+the hypervisor Nova calls its host is unreliable: both are reported and never
+create split-brain or duplicates. A compute host with no report is missing; a
+file that is not a report is unreadable. None of these is ever "no domains".
+
+NOTE: reports are not one snapshot: host A may have written its report before a
+live migration to host B finished and B after it. So a UUID seen running on two
+trusted hosts is only a *candidate*; it is split-brain unless Nova shows the
+server moving between those hosts since the older of the two reports
+(``confirm``). A paused copy never counts as running (``fleet.RUNNING_STATES``):
+during a live migration one side is always paused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from nova_orphans.core.classify import MIGRATION_IN_PROGRESS
+from nova_orphans.core.fleet import RUNNING_STATES
+from nova_orphans.core.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server
+
+
+@dataclasses.dataclass(frozen=True)
+class SeenDomain:
+    """One domain a host's report lists: its UUID, name and libvirt state."""
+
+    uuid: str
+    name: str
+    state: DomainState
+
+    @property
+    def running(self) -> bool:
+        """True when the guest executes (a paused copy does not)."""
+        return self.state in RUNNING_STATES
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportedFinding:
+    """One finding as the host classified it."""
+
+    uuid: str
+    name: str
+    kind: Kind
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PerHostReport:
+    """One host's report, as read from ``source`` (a file name or ``stdin #N``)."""
+
+    source: str
+    host: str
+    checked_at: datetime.datetime
+    #: ``verified``, ``unproven`` or ``mismatch`` (docs/design.md rule 10).
+    identity: str
+    identity_reason: str
+    domains: tuple[SeenDomain, ...]
+    findings: tuple[ReportedFinding, ...]
+
+    @property
+    def identity_verified(self) -> bool:
+        """True only when the report proves its libvirt read is the host Nova means."""
+        return self.identity == "verified"
+
+
+@dataclasses.dataclass(frozen=True)
+class BadReport:
+    """A report that could not be used, and why; ``host`` when the document named one."""
+
+    source: str
+    reason: str
+    host: str | None = None
+
+
+class Standing(str, enum.Enum):
+    """How far a host's report can be trusted."""
+
+    TRUSTED = "trusted"
+    STALE = "stale"
+    UNRELIABLE = "unreliable"
+    UNREADABLE = "unreadable"
+    MISSING = "missing"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostStanding:
+    """One host of the merged fleet: its report (if any), how far it is trusted, and why."""
+
+    host: str
+    standing: Standing
+    report: PerHostReport | None
+    notes: tuple[str, ...]
+    known_to_nova: bool
+
+    @property
+    def trusted(self) -> bool:
+        """True when this host's report is merged as truth."""
+        return self.standing is Standing.TRUSTED and self.report is not None
+
+    @property
+    def findings(self) -> tuple[ReportedFinding, ...]:
+        """The host's own findings when its report is trusted; none otherwise."""
+        return self.report.findings if self.trusted and self.report else ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossHost:
+    """A UUID seen on two or more trusted hosts: where it is defined and where it runs."""
+
+    uuid: str
+    name: str
+    hosts: tuple[str, ...]
+    running_on: tuple[str, ...]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedFleet:
+    """The fleet as its hosts' reports tell it, checked against Nova."""
+
+    checked_at: datetime.datetime
+    max_age: datetime.timedelta
+    hosts: tuple[HostStanding, ...]
+    #: Reports that could not be used and name no host.
+    unattributed: tuple[BadReport, ...]
+    split_brain: tuple[CrossHost, ...]
+    #: Split-brain candidates Nova explains by a migration between the two reports.
+    moved: tuple[CrossHost, ...]
+    #: Defined on two or more trusted hosts, running on at most one.
+    duplicates: tuple[CrossHost, ...]
+    nova_requests: int = 0
+
+    @property
+    def incomplete(self) -> list[HostStanding]:
+        """Hosts whose report is stale, unreliable, unreadable or missing (exit code 1)."""
+        return [h for h in self.hosts if not h.trusted]
+
+    @property
+    def has_orphans(self) -> bool:
+        """Split-brain, or an orphan in a trusted host's report (exit code 3)."""
+        return bool(self.split_brain) or any(
+            f.kind in ORPHAN_KINDS for h in self.hosts if h.trusted for f in h.findings
+        )
+
+
+def newest_per_host(
+    reports: Iterable[PerHostReport],
+) -> tuple[dict[str, PerHostReport], dict[str, str]]:
+    """One report per host, the newest (ties: the first source by name), and a note where
+    older reports of the same host were set aside."""
+    by_host: dict[str, list[PerHostReport]] = {}
+    for report in reports:
+        by_host.setdefault(report.host, []).append(report)
+    chosen: dict[str, PerHostReport] = {}
+    notes: dict[str, str] = {}
+    for host, candidates in by_host.items():
+        ordered = sorted(candidates, key=lambda r: (-r.checked_at.timestamp(), r.source))
+        chosen[host] = ordered[0]
+        if len(ordered) > 1:
+            older = ", ".join(f"{r.source} ({r.checked_at.isoformat()})" for r in ordered[1:])
+            notes[host] = (
+                f"{len(ordered)} reports for this host: the newest, {ordered[0].source} "
+                f"({ordered[0].checked_at.isoformat()}), is used; set aside: {older}"
+            )
+    return chosen, notes
+
+
+def standings(
+    reports: Iterable[PerHostReport],
+    bad: Iterable[BadReport],
+    compute_hosts: Sequence[str],
+    now: datetime.datetime,
+    max_age: datetime.timedelta,
+) -> tuple[tuple[HostStanding, ...], tuple[BadReport, ...]]:
+    """Every host Nova lists or a report names, with its standing; and the bad reports
+    that name no host. Sorted by host name."""
+    chosen, notes = newest_per_host(reports)
+    bad_by_host: dict[str, list[BadReport]] = {}
+    unattributed = []
+    for item in bad:
+        if item.host is None:
+            unattributed.append(item)
+        else:
+            bad_by_host.setdefault(item.host, []).append(item)
+    known = set(compute_hosts)
+    result = []
+    for host in sorted(known | chosen.keys() | bad_by_host.keys()):
+        report = chosen.get(host)
+        extra = [notes[host]] if host in notes else []
+        extra += [f"{b.source}: {b.reason}" for b in bad_by_host.get(host, [])]
+        standing, why = _standing(report, bad_by_host.get(host), now, max_age)
+        result.append(HostStanding(host, standing, report, tuple([*why, *extra]), host in known))
+    return tuple(result), tuple(unattributed)
+
+
+def _standing(
+    report: PerHostReport | None,
+    bad: list[BadReport] | None,
+    now: datetime.datetime,
+    max_age: datetime.timedelta,
+) -> tuple[Standing, list[str]]:
+    if report is None:
+        if bad:
+            return Standing.UNREADABLE, ["its only report(s) could not be used"]
+        return Standing.MISSING, ["Nova lists a nova-compute service here; no report"]
+    age = now - report.checked_at
+    if -age > max_age:
+        # NOTE: a report from the future (a host's clock ahead) would otherwise stay fresh
+        # for as long as the clock is off.
+        return Standing.STALE, [
+            f"report from {report.checked_at.isoformat()} is {_seconds(-age)} in the future "
+            f"(max age {_seconds(max_age)}; is the host's clock right?): not merged"
+        ]
+    if age > max_age:
+        return Standing.STALE, [
+            f"report from {report.checked_at.isoformat()} is {_seconds(age)} old "
+            f"(max age {_seconds(max_age)}): not merged"
+        ]
+    if not report.identity_verified:
+        return Standing.UNRELIABLE, [
+            f"identity {report.identity}: {report.identity_reason} (not merged)"
+        ]
+    return Standing.TRUSTED, []
+
+
+def _seconds(delta: datetime.timedelta) -> str:
+    return f"{delta.total_seconds():g} s"
+
+
+def candidates(hosts: Iterable[HostStanding]) -> tuple[list[CrossHost], list[CrossHost]]:
+    """Over trusted hosts only: UUIDs running on two or more hosts (split-brain
+    candidates) and UUIDs defined on two or more but running on at most one (duplicates)."""
+    seen: dict[str, list[tuple[str, SeenDomain]]] = {}
+    for standing in hosts:
+        if standing.trusted and standing.report is not None:
+            for domain in standing.report.domains:
+                seen.setdefault(domain.uuid, []).append((standing.host, domain))
+    split: list[CrossHost] = []
+    duplicates: list[CrossHost] = []
+    for uuid, copies in sorted(seen.items()):
+        on = tuple(sorted({h for h, _ in copies}))
+        if len(on) < 2:
+            continue
+        running = tuple(sorted({h for h, d in copies if d.running}))
+        states = ", ".join(f"{h}: {d.state.value}" for h, d in sorted(copies, key=lambda c: c[0]))
+        item = CrossHost(uuid, copies[0][1].name, on, running, states)
+        (split if len(running) >= 2 else duplicates).append(item)
+    return split, duplicates
+
+
+def confirm(
+    candidate: CrossHost,
+    reports: Mapping[str, PerHostReport],
+    server: Server | None,
+    migrations: Sequence[Migration],
+) -> tuple[bool, CrossHost]:
+    """Is a UUID seen running on two trusted hosts split-brain? Returns (verdict, item
+    with the reason).
+
+    Not split-brain when Nova shows the server moving between those hosts after the
+    older of the reports was taken (or still moving): the copies were seen at
+    different times, and the next reports settle it. Otherwise it is, whichever host
+    Nova points to.
+    """
+    taken = [reports[h].checked_at for h in candidate.running_on]
+    oldest = min(taken)
+    hosts = set(candidate.running_on)
+    between = [
+        m
+        for m in migrations
+        if m.instance_uuid == candidate.uuid
+        and {m.source_compute, m.dest_compute} <= hosts
+        and _after(m, oldest)
+    ]
+    seen = f"running on {', '.join(candidate.running_on)} ({candidate.reason})"
+    moving = [f"{m.migration_type} {m.source_compute}->{m.dest_compute} {m.status}"
+              for m in between]  # fmt: skip
+    if server is not None and server.task_state:
+        moving.append(f"task_state {server.task_state}")
+    if moving:
+        why = f"{seen}; Nova shows it moving since the older report ({', '.join(moving)})"
+        why += ": not split-brain"
+        return False, dataclasses.replace(candidate, reason=why)
+    return True, dataclasses.replace(candidate, reason=f"{seen}; {_nova_says(server)}")
+
+
+def _after(migration: Migration, moment: datetime.datetime) -> bool:
+    """True when the migration is in progress, or last changed at or after ``moment``
+    (or Nova gave no usable time: it might have)."""
+    if migration.status in MIGRATION_IN_PROGRESS:
+        return True
+    changed = _time(migration.updated_at) or _time(migration.created_at)
+    return changed is None or changed >= moment
+
+
+def _time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+
+
+def _nova_says(server: Server | None) -> str:
+    if server is None:
+        return "Nova has no record of it"
+    if server.deleted:
+        return "Nova has it only as deleted"
+    return f"Nova places it on {server.host or 'no host'}"
+
+
+#: Nova's record of a server and its migrations (the shell asks Nova).
+AskNova = Callable[[str], tuple[Server | None, Sequence[Migration]]]
+
+
+def merge(
+    hosts: tuple[HostStanding, ...],
+    unattributed: tuple[BadReport, ...],
+    ask_nova: AskNova,
+    now: datetime.datetime,
+    max_age: datetime.timedelta,
+) -> MergedFleet:
+    """The merged fleet. Nova is asked (``ask_nova``) about split-brain candidates only:
+    nothing else in the merge needs more than Nova's list of compute hosts."""
+    split, duplicates = candidates(hosts)
+    reports = {h.host: h.report for h in hosts if h.trusted and h.report is not None}
+    confirmed: list[CrossHost] = []
+    moved: list[CrossHost] = []
+    for candidate in split:
+        server, migrations = ask_nova(candidate.uuid)
+        is_split, item = confirm(candidate, reports, server, migrations)
+        (confirmed if is_split else moved).append(item)
+    return MergedFleet(
+        now, max_age, hosts, unattributed, tuple(confirmed), tuple(moved), tuple(duplicates)
+    )

@@ -1,0 +1,35 @@
+"""The report-based fleet audit: merge the hosts' own reports with Nova's host list.
+
+Nova requests: one listing of the nova-compute services, whatever the size of
+the fleet, plus, for each UUID seen running on two trusted hosts, the server's
+record and its migrations (two requests; usually there is none). No libvirt
+connection is opened: every host's agent or tooling wrote what it saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+
+from nova_orphans.core import fleet_reports as core
+from nova_orphans.core.model import Migration, Server
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
+
+
+def merge_reports(
+    parsed: Sequence[core.PerHostReport | core.BadReport],
+    nova: FleetNovaObserver,
+    now: datetime.datetime,
+    max_age: datetime.timedelta,
+) -> core.MergedFleet:
+    """Merge the reports; raises ``NovaError`` when Nova fails (nothing is concluded then)."""
+    reports = [p for p in parsed if isinstance(p, core.PerHostReport)]
+    bad = [p for p in parsed if isinstance(p, core.BadReport)]
+    hosts, unattributed = core.standings(reports, bad, nova.compute_hosts(), now, max_age)
+
+    def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
+        return nova.lookup(uuid), nova.migrations_of(uuid)
+
+    merged = core.merge(hosts, unattributed, ask_nova, now, max_age)
+    return dataclasses.replace(merged, nova_requests=nova.requests_made)

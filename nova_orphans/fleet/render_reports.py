@@ -1,0 +1,127 @@
+"""Render a report-based fleet audit: cross-host findings first, then each host."""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any
+
+from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
+from nova_orphans.core.model import Kind
+
+
+def render_json(fleet: MergedFleet) -> str:
+    """The merged fleet as one JSON document."""
+    return json.dumps(
+        {
+            "checked_at": fleet.checked_at.isoformat(),
+            "source": "reports",
+            "max_age_seconds": fleet.max_age.total_seconds(),
+            "split_brain": [_cross(c) for c in fleet.split_brain],
+            "moved_between_reports": [_cross(c) for c in fleet.moved],
+            "duplicates": [_cross(c) for c in fleet.duplicates],
+            "hosts": [_host(h) for h in fleet.hosts],
+            "unreadable": [{"source": b.source, "reason": b.reason} for b in fleet.unattributed],
+            "summary": _summary_record(fleet),
+        },
+        indent=2,
+    )
+
+
+def _cross(item: CrossHost) -> dict[str, Any]:
+    return {
+        "uuid": item.uuid,
+        "name": item.name,
+        "hosts": list(item.hosts),
+        "running_on": list(item.running_on),
+        "reason": item.reason,
+    }
+
+
+def _host(host: HostStanding) -> dict[str, Any]:
+    report = host.report
+    return {
+        "host": host.host,
+        "status": host.standing.value,
+        "known_to_nova": host.known_to_nova,
+        "report": None
+        if report is None
+        else {
+            "source": report.source,
+            "checked_at": report.checked_at.isoformat(),
+            "identity": report.identity,
+        },
+        "notes": list(host.notes),
+        # NOTE: only a trusted report's findings are shown as findings.
+        "findings": [vars(f) | {"kind": f.kind.value} for f in report.findings]
+        if host.trusted and report is not None
+        else None,
+    }
+
+
+def _by_standing(fleet: MergedFleet, standing: Standing) -> list[str]:
+    return [h.host for h in fleet.hosts if h.standing is standing]
+
+
+def _kinds(fleet: MergedFleet) -> collections.Counter[Kind]:
+    return collections.Counter(f.kind for h in fleet.hosts for f in h.findings)
+
+
+def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
+    return {
+        "hosts": len(fleet.hosts),
+        **{s.value: _by_standing(fleet, s) for s in Standing if s is not Standing.TRUSTED},
+        "trusted": len(_by_standing(fleet, Standing.TRUSTED)),
+        "unreadable_reports": len(fleet.unattributed),
+        "split_brain": len(fleet.split_brain),
+        "duplicates": len(fleet.duplicates),
+        "findings": {k.value: n for k, n in _kinds(fleet).items()},
+        "nova_requests": fleet.nova_requests,
+    }
+
+
+def render_table(fleet: MergedFleet) -> str:
+    """The merged fleet for people: cross-host findings, each host, a summary line."""
+    lines = [f"SPLIT-BRAIN {c.uuid} {c.name}: {c.reason}" for c in fleet.split_brain]
+    lines += [f"moved between reports {c.uuid} {c.name}: {c.reason}" for c in fleet.moved]
+    lines += [f"duplicate {c.uuid} {c.name}: defined on {c.reason}" for c in fleet.duplicates]
+    for host in fleet.hosts:
+        lines.append(_host_line(host))
+        lines += [f"    note: {n}" for n in host.notes]
+        lines += [f"  {f.kind.value}  {f.uuid}  {f.name}  {f.reason}" for f in host.findings]
+    lines += [f"UNREADABLE {b.source}: {b.reason}" for b in fleet.unattributed]
+    lines.append(summary(fleet))
+    return "\n".join(lines)
+
+
+def _host_line(host: HostStanding) -> str:
+    known = "" if host.known_to_nova else ", not a nova-compute host Nova knows"
+    when = f" at {host.report.checked_at.isoformat()}" if host.report else ""
+    return f"== {host.host}: {host.standing.value}{when}{known}"
+
+
+def summary(fleet: MergedFleet) -> str:
+    """One line: hosts by standing, cross-host findings, findings by kind, Nova requests."""
+    parts = [f"{len(fleet.hosts)} hosts, {len(_by_standing(fleet, Standing.TRUSTED))} trusted"]
+    for standing in Standing:
+        names = _by_standing(fleet, standing)
+        if names and standing is not Standing.TRUSTED:
+            parts.append(f"{len(names)} {standing.value} ({', '.join(names)})")
+    if fleet.unattributed:
+        parts.append(f"{len(fleet.unattributed)} unreadable report(s)")
+    counts = _kinds(fleet)
+    found = [f"{len(fleet.split_brain)} split-brain"] if fleet.split_brain else []
+    found += [f"{counts[k]} {k.value}" for k in Kind if counts[k]]
+    if fleet.duplicates:
+        found.append(f"{len(fleet.duplicates)} duplicate(s)")
+    return (
+        f"fleet from reports at {fleet.checked_at.isoformat()}: {', '.join(parts)}; "
+        f"{', '.join(found) or 'no findings'}; {fleet.nova_requests} Nova requests"
+    )
+
+
+def problems(fleet: MergedFleet) -> str:
+    """One line naming every host and report that could not be merged (for stderr)."""
+    parts = [f"{h.host} {h.standing.value}" for h in fleet.incomplete]
+    parts += [f"{b.source} unreadable ({b.reason})" for b in fleet.unattributed]
+    return f"{len(parts)} report(s) not merged: {'; '.join(parts)}"

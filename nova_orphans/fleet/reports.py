@@ -1,0 +1,167 @@
+"""Read per-host audit reports (``audit --format json``, ``[agent] report_file``).
+
+From a directory (every ``*.json`` file in it, not its sub-directories; a
+temporary ``*.json.tmp`` of a report being written is not read) or from a
+stream of JSON documents (stdin: concatenated or one per line). Every document
+becomes a ``PerHostReport`` or a ``BadReport`` saying why it cannot be used —
+a file that is not JSON, not an object, of another schema, or lacking what the
+merge needs is reported as such, never read as a host with no domains.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+from nova_orphans.core.fleet_reports import BadReport, PerHostReport, ReportedFinding, SeenDomain
+from nova_orphans.core.model import DomainState, Kind
+
+#: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
+READABLE_SCHEMAS = (None, 1)
+REPORT_SUFFIX = ".json"
+
+Parsed = PerHostReport | BadReport
+
+
+class NoReports(Exception):
+    """The directory or stream holds no report at all (a usage error: exit 2)."""
+
+
+def read_directory(path: str) -> list[Parsed]:
+    """Every ``*.json`` file of ``path``, sorted by name; raises ``NoReports`` or ``OSError``."""
+    names = sorted(
+        n
+        for n in os.listdir(path)
+        if n.endswith(REPORT_SUFFIX) and not n.startswith(".")
+        and os.path.isfile(os.path.join(path, n))
+    )  # fmt: skip
+    if not names:
+        raise NoReports(f"no *{REPORT_SUFFIX} report in {path}")
+    return [_read_file(os.path.join(path, n), n) for n in names]
+
+
+def _read_file(path: str, source: str) -> Parsed:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        return BadReport(source, f"unreadable: {getattr(exc, 'strerror', None) or exc}")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return BadReport(source, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+    return parse_document(document, source)
+
+
+def read_stream(stream: IO[str]) -> list[Parsed]:
+    """Every JSON document of ``stream``; garbage ends the stream with one ``BadReport``."""
+    parsed = list(_documents(stream.read()))
+    if not parsed:
+        raise NoReports("no report on standard input")
+    return parsed
+
+
+def _documents(text: str) -> Iterator[Parsed]:
+    decoder = json.JSONDecoder()
+    position, number = 0, 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return
+        number += 1
+        source = f"stdin #{number}"
+        try:
+            document, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            # NOTE: after garbage there is no telling where the next document starts.
+            yield BadReport(source, f"not JSON ({exc.msg} at character {exc.pos}); rest ignored")
+            return
+        yield parse_document(document, source)
+
+
+def parse_document(document: Any, source: str) -> Parsed:
+    """One decoded JSON document as a report, or why it is not a usable one."""
+    if not isinstance(document, dict):
+        return BadReport(source, f"not a report: a JSON {type(document).__name__}")
+    if "hosts" in document and "summary" in document:
+        return BadReport(source, "a fleet report, not one host's report")
+    schema = document.get("schema_version")
+    if schema not in READABLE_SCHEMAS:
+        return BadReport(source, f"schema_version {schema!r}: this nova-orphans reads 1")
+    host = document.get("host")
+    if not isinstance(host, str) or not host:
+        return BadReport(source, "not a nova-orphans audit report (no 'host')")
+    try:
+        return _report(document, source, host)
+    except ValueError as exc:
+        return BadReport(source, str(exc), host)
+
+
+def _report(document: dict[str, Any], source: str, host: str) -> PerHostReport:
+    checked_at = _time(document.get("checked_at"))
+    if "domains" not in document:
+        raise ValueError(
+            "no 'domains' list (written by a nova-orphans that does not record every domain)"
+        )
+    identity = document.get("identity")
+    state, reason = "absent", "the report carries no identity verdict"
+    if isinstance(identity, dict) and isinstance(identity.get("state"), str):
+        state, reason = identity["state"], str(identity.get("reason") or "")
+    return PerHostReport(
+        source,
+        host,
+        checked_at,
+        state,
+        reason,
+        tuple(_domain(d, i) for i, d in enumerate(_list(document, "domains"))),
+        tuple(_finding(f, i) for i, f in enumerate(_list(document, "findings"))),
+    )
+
+
+def _time(value: Any) -> datetime.datetime:
+    try:
+        parsed = datetime.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ValueError(f"checked_at {value!r} is not an ISO 8601 time") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"checked_at {value!r} has no time zone")
+    return parsed
+
+
+def _list(document: dict[str, Any], key: str) -> list[Any]:
+    value = document.get(key)
+    if not isinstance(value, list):
+        raise ValueError(f"'{key}' is not a list")
+    return value
+
+
+def _domain(item: Any, index: int) -> SeenDomain:
+    uuid, name, state = _fields(item, f"domains[{index}]", "uuid", "name", "state")
+    try:
+        return SeenDomain(uuid, name, DomainState(state))
+    except ValueError:
+        raise ValueError(f"domains[{index}]: unknown state {state!r}") from None
+
+
+def _finding(item: Any, index: int) -> ReportedFinding:
+    uuid, name, kind, reason = _fields(item, f"findings[{index}]", "uuid", "name", "kind", "reason")
+    try:
+        return ReportedFinding(uuid, name, Kind(kind), reason)
+    except ValueError:
+        raise ValueError(f"findings[{index}]: unknown kind {kind!r}") from None
+
+
+def _fields(item: Any, where: str, *keys: str) -> list[str]:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not an object")
+    values = []
+    for key in keys:
+        value = item.get(key)
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: '{key}' is missing or not a string")
+        values.append(value)
+    return values

@@ -1,0 +1,350 @@
+"""``fleet audit --reports``: reports written by the real ``audit --format json`` (and the
+agent's ``report_file``) over ``test:///`` worlds, merged against the simulated Nova.
+
+Every host is a Nova fake-driver node whose ``compute_id`` file proves the identity (the
+test driver's libvirt has no hostname to compare), so its report is *verified*.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import pathlib
+from collections.abc import Sequence
+
+import pytest
+
+from nova_orphans import cli
+from nova_orphans.cli import agent as agent_cli
+from nova_orphans.cli import audit as audit_cli
+from nova_orphans.cli import common
+from nova_orphans.cli import fleet as fleet_cli
+from nova_orphans.demo.simnova import Fault, SimulatedNova
+from tests import worlds
+
+SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
+HOSTS = ("cmp-1", "cmp-2", "cmp-3")
+
+
+def domain(uuid: str, state: str = "running") -> str:
+    return worlds.node_domain(
+        uuid=uuid, name=f"instance-{uuid[-4:]}", state=state, metadata=worlds.nova_metadata()
+    )
+
+
+class Cloud:
+    """The simulated Nova, one test:/// world and config per host, and a reports directory."""
+
+    def __init__(self, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp = tmp_path
+        self.monkeypatch = monkeypatch
+        self.nova = SimulatedNova()
+        self.reports = tmp_path / "reports"
+        self.reports.mkdir()
+        self.now = common.now()
+        for host in HOSTS:
+            self.nova.add_compute(host, hypervisor_type="fake")
+        for module in (audit_cli, fleet_cli, agent_cli):
+            monkeypatch.setattr(module, "transport_from_conf", lambda conf: self.nova)
+
+    def config(self, host: str, domains: Sequence[str], *, proven: bool = True) -> pathlib.Path:
+        """``host``'s config: its libvirt world and (``proven``) its nova.conf + compute_id."""
+        home = self.tmp / host
+        home.mkdir(exist_ok=True)
+        uri = worlds.write_world(home, domains)
+        extra = ""
+        if proven:
+            (home / "nova.conf").write_text(f"[DEFAULT]\nhost = {host}\nstate_path = {home}\n")
+            (home / "compute_id").write_text(self.nova.computes[host].node_uuid + "\n")
+            extra = f"nova_config_file = {home / 'nova.conf'}\n"
+        path = home / "nova-orphans.conf"
+        path.write_text(
+            f"[DEFAULT]\nhost = {host}\n{extra}[libvirt]\nconnection_uri = {uri}\n"
+            f"[agent]\nstate_dir = {home / 'state'}\nreport_file = {self.reports / host}.json\n"
+            "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n"
+        )
+        return path
+
+    def audit(
+        self, host: str, domains: Sequence[str], *, minutes_ago: float = 1, name: str = "",
+        proven: bool = True,
+    ) -> dict:  # fmt: skip
+        """Run the real ``audit --format json`` as of ``minutes_ago``; store its report."""
+        at = self.now - datetime.timedelta(minutes=minutes_ago)
+        with self.monkeypatch.context() as patch:
+            patch.setattr(common, "now", lambda: at)
+            out = io.StringIO()
+            patch.setattr("sys.stdout", out)
+            argv = ["audit", "--format", "json", "--config-file", str(self.config(host, domains,
+                    proven=proven))]  # fmt: skip
+            assert cli.main(argv) in (cli.EXIT_OK, cli.EXIT_FOUND)
+        (self.reports / (name or f"{host}.json")).write_text(out.getvalue())
+        return json.loads(out.getvalue())
+
+    def fleet(
+        self, capsys: pytest.CaptureFixture[str], *extra: str, own_reports: bool = True
+    ) -> tuple[int, dict, str]:
+        """``fleet audit --format json EXTRA`` (plus ``--reports DIR`` unless EXTRA has one or
+        ``own_reports`` is False): (exit code, document, stderr)."""
+        self.nova.requests.clear()
+        conf = self.tmp / "central.conf"
+        conf.write_text("[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n")
+        capsys.readouterr()
+        argv = ["fleet", "audit", "--config-file", str(conf), "--format", "json", *extra]
+        if own_reports and "--reports" not in extra:
+            argv += ["--reports", str(self.reports)]
+        code = cli.main(argv)
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if out else {}, err
+
+
+@pytest.fixture
+def cloud(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+    return Cloud(tmp_path, monkeypatch)
+
+
+def healthy(cloud: Cloud, host: str, count: int = 2) -> list[str]:
+    return [domain(cloud.nova.boot(host)) for _ in range(count)]
+
+
+def by_host(document: dict) -> dict[str, dict]:
+    return {h["host"]: h for h in document["hosts"]}
+
+
+def one_line(err: str) -> str:
+    (line,) = err.strip().splitlines()
+    assert line.startswith("nova-orphans: ")
+    return line
+
+
+def test_the_real_audit_json_carries_what_the_merge_needs(cloud: Cloud) -> None:
+    uuid = cloud.nova.boot("cmp-1")
+    document = cloud.audit("cmp-1", [domain(uuid), domain(SPLIT, "paused")])
+    assert document["host"] == "cmp-1" and document["checked_at"]
+    assert document["identity"]["state"] == "verified", document["identity"]
+    assert {(d["uuid"], d["state"]) for d in document["domains"]} == {
+        (uuid, "running"),
+        (SPLIT, "paused"),
+    }
+
+
+def test_a_clean_fleet_exits_0_after_one_nova_request(cloud: Cloud, capsys) -> None:
+    for host in HOSTS:
+        cloud.audit(host, healthy(cloud, host))
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_OK, err
+    assert err == ""
+    assert document["split_brain"] == [] and document["summary"]["trusted"] == 3
+    assert document["summary"]["nova_requests"] == 1 == cloud.nova.request_count
+
+
+def test_one_uuid_running_on_two_hosts_is_split_brain_after_three_requests(cloud, capsys):
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [*healthy(cloud, "cmp-1"), domain(SPLIT)])
+    cloud.audit("cmp-2", [*healthy(cloud, "cmp-2"), domain(SPLIT)])
+    cloud.audit("cmp-3", healthy(cloud, "cmp-3"))
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_FOUND, err
+    (split,) = document["split_brain"]
+    assert split["uuid"] == SPLIT and split["running_on"] == ["cmp-1", "cmp-2"]
+    assert "Nova places it on cmp-1" in split["reason"]
+    # services, then the candidate's record and its migrations.
+    assert document["summary"]["nova_requests"] == 3 == cloud.nova.request_count
+
+
+def test_a_live_migration_between_the_reports_is_not_split_brain(cloud, capsys):
+    """cmp-1 reported before the guest moved to cmp-2, cmp-2 after: Nova's migration
+    explains both running copies."""
+    cloud.nova.boot("cmp-1", "moving", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)], minutes_ago=10)
+    cloud.nova.live_migrate(SPLIT, "cmp-2", at=cloud.now - datetime.timedelta(minutes=5))
+    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=1)
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_OK, err
+    assert document["split_brain"] == []
+    (moved,) = document["moved_between_reports"]
+    assert moved["uuid"] == SPLIT and "live-migration cmp-1->cmp-2 completed" in moved["reason"]
+
+
+def test_a_paused_copy_in_flight_is_a_duplicate_not_split_brain(cloud, capsys):
+    cloud.nova.boot("cmp-1", "moving", SPLIT)
+    cloud.nova.live_migrate(SPLIT, "cmp-2", finish=False)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT, "paused")])
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_OK, err
+    assert document["split_brain"] == []
+    assert [d["uuid"] for d in document["duplicates"]] == [SPLIT]
+
+
+def test_a_stale_report_never_creates_split_brain_and_exits_1(cloud, capsys):
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=120)
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys, "--reports", str(cloud.reports), "--max-age", "3600")
+    assert code == cli.EXIT_ERROR
+    assert "cmp-2 stale" in one_line(err)
+    assert document["split_brain"] == []
+    assert by_host(document)["cmp-2"]["status"] == "stale"
+    assert by_host(document)["cmp-2"]["findings"] is None
+
+
+def test_an_unproven_identity_is_reported_unreliable_not_merged(cloud, capsys):
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)], proven=False)
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert "cmp-2 unreliable" in one_line(err)
+    assert document["split_brain"] == []
+    assert "identity unproven" in by_host(document)["cmp-2"]["notes"][0]
+
+
+def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
+    cloud.audit("cmp-1", [])
+    cloud.audit("cmp-2", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert "cmp-3 missing" in one_line(err)
+    assert by_host(document)["cmp-3"] | {"notes": None} == {
+        "host": "cmp-3",
+        "status": "missing",
+        "known_to_nova": True,
+        "report": None,
+        "notes": None,
+        "findings": None,
+    }
+
+
+def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys):
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=9, name="cmp-2-old.json")
+    cloud.audit("cmp-2", [], minutes_ago=2, name="cmp-2-new.json")
+    (cloud.reports / "cmp-2.json").unlink(missing_ok=True)
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_OK, err
+    assert document["split_brain"] == []  # the older report's copy is not counted
+    cmp2 = by_host(document)["cmp-2"]
+    assert cmp2["report"]["source"] == "cmp-2-new.json"
+    assert "set aside: cmp-2-old.json" in cmp2["notes"][0]
+
+
+def test_reports_on_stdin_merge_like_a_directory(cloud, capsys, monkeypatch):
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)])
+    cloud.audit("cmp-3", [])
+    stream = "".join(p.read_text() for p in sorted(cloud.reports.iterdir()))
+    monkeypatch.setattr("sys.stdin", io.StringIO(stream))
+    code, document, err = cloud.fleet(capsys, "--reports", "-")
+    assert code == cli.EXIT_FOUND, err
+    assert [s["uuid"] for s in document["split_brain"]] == [SPLIT]
+    assert {h["report"]["source"] for h in document["hosts"]} == {
+        "stdin #1",
+        "stdin #2",
+        "stdin #3",
+    }
+
+
+BAD_FILES = {
+    "a file that is not JSON is unreadable, never a host without domains": (
+        "junk.json",
+        "<html>502 Bad Gateway</html>",
+        "junk.json unreadable (not JSON",
+    ),
+    "a JSON list is not a report": ("list.json", "[1, 2]", "not a report: a JSON list"),
+    "another schema version is refused": (
+        "future.json",
+        '{"schema_version": 99, "host": "cmp-9"}',
+        "schema_version 99: this nova-orphans reads 1",
+    ),
+    "a fleet report is not one host's report": (
+        "fleet.json",
+        '{"hosts": [], "summary": {}}',
+        "a fleet report, not one host's report",
+    ),
+}
+
+
+@pytest.mark.parametrize(("name", "text", "words"), BAD_FILES.values(), ids=BAD_FILES.keys())
+def test_a_bad_report_file_is_named_and_exits_1(cloud, capsys, name, text, words):
+    for host in HOSTS:
+        cloud.audit(host, [])
+    (cloud.reports / name).write_text(text)
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert words in one_line(err)
+    assert [u["source"] for u in document["unreadable"]] == [name]
+    assert document["summary"]["trusted"] == 3
+
+
+def test_a_report_lacking_the_domains_is_its_host_unreadable(cloud, capsys):
+    for host in HOSTS:
+        cloud.audit(host, [])
+    old = json.loads((cloud.reports / "cmp-2.json").read_text())
+    del old["domains"]
+    (cloud.reports / "cmp-2.json").write_text(json.dumps(old))
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert "cmp-2 unreadable" in one_line(err)
+    assert "no 'domains' list" in by_host(document)["cmp-2"]["notes"][1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--reports", "{empty}"], "no *.json report in"),
+        (["--reports", "{missing}"], "No such file or directory"),
+        (
+            ["--reports", "{empty}", "--uri-template", "qemu+ssh://{{host}}/system"],
+            "--uri-template: not with",
+        ),
+        (["--max-age", "60"], "--max-age applies only with --reports"),
+        (["--reports", "{empty}", "--max-age", "0"], "must be greater than 0"),
+    ],
+    ids=["an empty directory", "no such directory", "a scan option", "max-age alone", "max-age 0"],
+)
+def test_usage_errors_exit_2_with_one_line_and_ask_nova_nothing(cloud, capsys, argv, words):
+    empty = cloud.tmp / "empty"
+    empty.mkdir()
+    argv = [a.format(empty=empty, missing=cloud.tmp / "nope") for a in argv]
+    code, document, err = cloud.fleet(capsys, *argv, own_reports=False)
+    assert code == cli.EXIT_USAGE
+    assert words in one_line(err)
+    assert document == {} and cloud.nova.request_count == 0
+
+
+def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
+    """``[agent] report_file``: the agent's own report is merged like audit's; a dry run
+    on the command line writes none."""
+    config = cloud.config("cmp-1", [*healthy(cloud, "cmp-1"), domain(SPLIT)])
+    written = cloud.reports / "cmp-1.json"
+    assert cli.main(["run", "--once", "--dry-run", "--config-file", str(config)]) == cli.EXIT_FOUND
+    assert not written.exists()
+    assert cli.main(["run", "--once", "--config-file", str(config)]) == cli.EXIT_FOUND
+    report = json.loads(written.read_text())
+    assert report["identity"]["state"] == "verified"
+    assert SPLIT in {d["uuid"] for d in report["domains"]}
+    assert not list(cloud.reports.glob("*.tmp"))
+    cloud.audit("cmp-2", [domain(SPLIT)])
+    cloud.audit("cmp-3", [])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_FOUND, err
+    assert [s["running_on"] for s in document["split_brain"]] == [["cmp-1", "cmp-2"]]
+
+
+def test_nova_failing_is_one_line_exit_1_and_nothing_concluded(cloud, capsys):
+    for host in HOSTS:
+        cloud.audit(host, [])
+    cloud.nova.inject(Fault.SERVER_ERROR, times=10, path="/os-services")
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert document == {}
+    assert "os-services" in one_line(err)
