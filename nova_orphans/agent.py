@@ -114,6 +114,7 @@ class Agent:
             self.metrics.cycles_aborted.labels(reason=reason).inc()
             LOG.error("cycle aborted, nothing was done: %s", exc)
             result = CycleResult(error=str(exc))
+        self.metrics.last_cycle_success.set(0 if result.error else 1)
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         return result
 
@@ -210,6 +211,7 @@ class Agent:
             LOG.error("IDENTITY: nothing will be done this cycle: %s", verdict.reason)
 
     def _log_plan(self, plan: Plan) -> None:
+        self.metrics.brake_engaged.set(1 if plan.brake else 0)
         if plan.brake:
             self.metrics.cycles_aborted.labels(reason="brake").inc()
             LOG.error("BRAKE: this cycle only reports: %s", plan.brake)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Domain, Finding
+from nova_orphans.core.model import Domain, Finding, Kind
 from nova_orphans.pipeline import AuditReport
+from nova_orphans.version import tool_version
 
+#: Version of the JSON documents' shape (docs/schema/report.schema.json); raised on any
+#: change a script could notice, other than a new optional field.
+SCHEMA_VERSION = 1
 COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
 
 
@@ -62,7 +67,7 @@ def identity_record(verdict: Verdict) -> dict[str, Any]:
 
 def render_json(report: AuditReport) -> str:
     """The report as one JSON document."""
-    return json.dumps(
+    return versioned_json(
         {
             "host": report.host,
             "checked_at": report.checked_at.isoformat(),
@@ -70,7 +75,7 @@ def render_json(report: AuditReport) -> str:
             "findings": [finding_record(f, report.holds.get(f.uuid)) for f in report.findings],
             "domains": [domain_record(d) for d in report.domains],
         },
-        indent=2,
+        report.findings,
     )
 
 
@@ -103,3 +108,18 @@ def _summary(report: AuditReport) -> str:
     counts = collections.Counter(f.kind.value for f in report.findings)
     parts = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no findings"
     return f"host {report.host} at {report.checked_at.isoformat()}: {parts}"
+
+
+def versioned_json(body: dict[str, Any], findings: Sequence[Finding]) -> str:
+    """One JSON document: ``schema_version``, ``tool_version``, ``body``, then ``counts``.
+
+    ``counts`` holds every kind, zero included, so a script never needs a default.
+    """
+    counts = collections.Counter(f.kind for f in findings)
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "tool_version": tool_version(),
+        **body,
+        "counts": {kind.value: counts[kind] for kind in Kind},
+    }
+    return json.dumps(document, indent=2)

@@ -23,6 +23,10 @@ if [ "$WITH_TESTS" = 1 ]; then
     apt_install libvirt-daemon-system libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 \
         qemu-utils
 fi
+if [ "$WITH_TESTS" = 1 ]; then
+    # systemd-analyze verifies the unit; promtool (Debian's prometheus) tests the alert rules.
+    apt_install systemd prometheus
+fi
 
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv

@@ -15,17 +15,19 @@ from oslo_config import cfg
 
 from nova_orphans import conf as config
 from nova_orphans.act.effects import EffectError
-from nova_orphans.cli import agent, audit, common, fleet, journal
+from nova_orphans.cli import agent, audit, common, files, fleet, journal
 from nova_orphans.cli.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, EXIT_USAGE  # noqa: F401
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import JournalError
+from nova_orphans.version import tool_version
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
     parser = common.Parser(prog="nova-orphans", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {tool_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=common.Parser)
-    for module in (audit, agent, journal, fleet):
+    for module in (audit, agent, journal, fleet, files):
         module.register(commands)
     return parser
 

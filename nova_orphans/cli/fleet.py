@@ -9,8 +9,10 @@ error (with ``--reports``: no report in the directory or on stdin).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime
+import os
 import sys
 from collections.abc import Callable
 
@@ -25,6 +27,7 @@ from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.record.metrics import FleetMetrics
 
 EXIT_OK, EXIT_ERROR, EXIT_FOUND = common.EXIT_OK, common.EXIT_ERROR, common.EXIT_FOUND
 
@@ -70,6 +73,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(default [fleet] report_max_age)",
     )
     common.add_format(audit)
+    audit.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="also write the result as Prometheus metrics for node-exporter's textfile collector",
+    )
     audit.set_defaults(handler=handle_audit)
 
 
@@ -102,9 +110,30 @@ def handle_audit(args: argparse.Namespace) -> int:
     if args.max_age is not None:
         raise common.UsageError("--max-age applies only with --reports")
     settings = settings_from(conf, args)
+    textfile = args.metrics_textfile
+    if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
+        raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
     result = run_audit(settings, transport_from_conf(conf), common.now())
     print(render.render_json(result) if args.format == "json" else render.render_table(result))
+    if textfile is not None:
+        write_metrics(result, textfile)
     return exit_code(result)
+
+
+def write_metrics(result: FleetReport, path: str) -> None:
+    """The fleet audit's result as a node-exporter textfile."""
+    metrics = FleetMetrics()
+    unreachable = len(result.unreachable)
+    metrics.record(
+        collections.Counter(f.kind for f in result.findings),
+        audited=len(result.hosts) - unreachable,
+        unreachable=unreachable,
+        at=result.checked_at.timestamp(),
+    )
+    try:
+        metrics.write_textfile(path)
+    except OSError as exc:
+        raise config.ConfigError(f"--metrics-textfile {path}: {exc.strerror or exc}") from exc
 
 
 def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:

@@ -8,7 +8,6 @@ can finish the cleanup that Nova's local delete skipped.
 from __future__ import annotations
 
 import collections
-import json
 from typing import Any
 
 from nova_orphans import report
@@ -29,13 +28,13 @@ def leftovers(finding: Finding, instances_path: str) -> list[str]:
 
 def render_json(fleet: FleetReport) -> str:
     """The fleet report as one JSON document."""
-    return json.dumps(
+    return report.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
             "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
             "summary": _summary_record(fleet),
         },
-        indent=2,
+        fleet.findings,
     )
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 import prometheus_client as prom
 
 from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Step
+from nova_orphans.version import tool_version
+
+#: Why a cycle acted on nothing (``nova_orphans_cycles_aborted_total{reason}``).
+ABORT_REASONS = ("nova", "libvirt", "identity", "journal", "brake")
+#: How a destructive step ended (``nova_orphans_actions_total{outcome}``).
+OUTCOMES = ("done", "skipped", "failed")
 
 
 class Metrics:
@@ -12,6 +19,24 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = prom.CollectorRegistry()
+        self.build_info = prom.Gauge(
+            "nova_orphans_build_info",
+            "Always 1; the version label is the installed nova-orphans.",
+            ["version"],
+            registry=self.registry,
+        )
+        self.build_info.labels(version=tool_version()).set(1)
+        self.last_cycle_success = prom.Gauge(
+            "nova_orphans_last_cycle_success",
+            "1 when the last cycle observed Nova and libvirt and ran to its end; 0 when it "
+            "was aborted (then the findings are those of the last successful cycle).",
+            registry=self.registry,
+        )
+        self.brake_engaged = prom.Gauge(
+            "nova_orphans_brake_engaged",
+            "1 while a brake holds the agent to reporting only (last planned cycle); else 0.",
+            registry=self.registry,
+        )
         self.findings = prom.Gauge(
             "nova_orphans_findings",
             "Findings of the last completed cycle, by kind.",
@@ -55,6 +80,14 @@ class Metrics:
         )
         for kind in Kind:
             self.findings.labels(kind=kind.value)
+        # NOTE: every labelled series exists from the start at 0 (findings above), so
+        # rate() and alerts see the first event, and a missing series never reads as "none".
+        for step in Step:
+            for outcome in OUTCOMES:
+                for dry_run in ("true", "false"):
+                    self.actions.labels(action=step.value, outcome=outcome, dry_run=dry_run)
+        for reason in ABORT_REASONS:
+            self.cycles_aborted.labels(reason=reason)
 
     def set_findings(self, counts: dict[Kind, int]) -> None:
         """Publish the number of findings of each kind (zero for kinds not seen)."""
@@ -64,6 +97,50 @@ class Metrics:
     def serve(self, address: str, port: int) -> None:
         """Expose the metrics over HTTP (loopback by default)."""
         prom.start_http_server(port, addr=address, registry=self.registry)
+
+    def write_textfile(self, path: str) -> None:
+        """Write the metrics for node-exporter's textfile collector (atomically)."""
+        prom.write_to_textfile(path, self.registry)
+
+
+class FleetMetrics:
+    """Metrics of one ``fleet audit``, for node-exporter's textfile collector.
+
+    NOTE: separate names from the agent's, so one node-exporter can carry both.
+    """
+
+    def __init__(self) -> None:
+        self.registry = prom.CollectorRegistry()
+        self.findings = prom.Gauge(
+            "nova_orphans_fleet_findings",
+            "Findings of the last fleet audit, by kind (split-brain: copies running on "
+            "two or more hosts).",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.hosts = prom.Gauge(
+            "nova_orphans_fleet_hosts",
+            "Hosts of the last fleet audit, by status (audited, unreachable).",
+            ["status"],
+            registry=self.registry,
+        )
+        self.last_audit = prom.Gauge(
+            "nova_orphans_fleet_last_audit_timestamp_seconds",
+            "Unix time of the last fleet audit for which Nova answered.",
+            registry=self.registry,
+        )
+        for kind in Kind:
+            self.findings.labels(kind=kind.value)
+        for status in ("audited", "unreachable"):
+            self.hosts.labels(status=status)
+
+    def record(self, counts: dict[Kind, int], audited: int, unreachable: int, at: float) -> None:
+        """Publish one fleet audit's result."""
+        for kind in Kind:
+            self.findings.labels(kind=kind.value).set(counts.get(kind, 0))
+        self.hosts.labels(status="audited").set(audited)
+        self.hosts.labels(status="unreachable").set(unreachable)
+        self.last_audit.set(at)
 
     def write_textfile(self, path: str) -> None:
         """Write the metrics for node-exporter's textfile collector (atomically)."""

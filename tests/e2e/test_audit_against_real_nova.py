@@ -16,7 +16,7 @@ from typing import Any
 import harness
 import pytest
 
-from tests import worlds
+from tests import report_schema, worlds
 
 pytestmark = pytest.mark.nova
 
@@ -29,7 +29,7 @@ def audit(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
     done = harness.run_audit(conf, host, uri)
     assert done.returncode in expect, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
-    report = json.loads(done.stdout)
+    report = report_schema.valid(json.loads(done.stdout))
     assert report["host"] == host
     assert report["checked_at"]
     return done, {f["uuid"]: f for f in report["findings"]}
@@ -265,7 +265,7 @@ def test_host_and_libvirt_uri_read_from_the_computes_nova_conf(
     try:
         done = harness.run_cli("audit", "--config-file", str(conf), "--format", "json")
         assert done.returncode == EXIT_FOUND, (done.returncode, done.stdout, done.stderr)
-        report = json.loads(done.stdout)
+        report = report_schema.valid(json.loads(done.stdout))
         assert report["host"] == "lvhost"
         found = {f["uuid"]: f for f in report["findings"]}
         assert uuid not in found, found.get(uuid)

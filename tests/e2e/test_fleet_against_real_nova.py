@@ -14,7 +14,7 @@ import subprocess
 import harness
 import pytest
 
-from tests import worlds
+from tests import report_schema, worlds
 
 pytestmark = pytest.mark.nova
 
@@ -79,7 +79,7 @@ def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
 
         done = fleet_audit(conf, f"test://{tmp_path}/{{host}}.xml")
         assert done.returncode == 3, (done.returncode, done.stderr[-2000:])
-        document = json.loads(done.stdout)
+        document = report_schema.valid(json.loads(done.stdout))
         hosts = by_host(document)
         assert set(FAKE_HOSTS) <= set(hosts), hosts.keys()
         assert all(hosts[h]["status"] == "audited" for h in FAKE_HOSTS)
@@ -114,7 +114,7 @@ def test_an_unreachable_host_and_one_nova_does_not_know_are_reported_not_read_as
             conf, f"test://{tmp_path}/{{host}}.xml", "--hosts", "host1,host2,stranger"
         )
         assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
-        hosts = by_host(json.loads(done.stdout))
+        hosts = by_host(report_schema.valid(json.loads(done.stdout)))
         assert hosts["host1"]["status"] == "audited"
         assert managed not in {f["uuid"] for f in hosts["host1"]["findings"]}
         assert hosts["host2"]["status"] == "unreachable"  # no host2.xml

@@ -21,7 +21,7 @@ from nova_orphans.fleet import render
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaError
-from tests import worlds
+from tests import report_schema, worlds
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 SPLIT = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -137,10 +137,17 @@ def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_repo
     table = render.render_table(result)
     assert "== cmp-3" in table and "UNREACHABLE" in table
     assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
-    record = json.loads(render.render_json(result))
+    record = report_schema.valid(json.loads(render.render_json(result)))
     host3 = next(h for h in record["hosts"] if h["host"] == "cmp-3")
     assert host3["status"] == "unreachable" and host3["findings"] is None
     assert record["summary"]["unreachable"] == ["cmp-3"]
+    assert record["schema_version"] == 1 and record["tool_version"]
+    # split-brain on cmp-1 and cmp-2, deleted and unknown on cmp-1; unreachable cmp-3 counts none
+    assert record["counts"] == dict.fromkeys(record["counts"], 0) | {
+        "split-brain": 2,
+        "deleted": 1,
+        "unknown": 1,
+    }
 
 
 def test_a_host_nova_does_not_know_is_audited_and_said_to_be_unknown(fleet: Fleet) -> None:
@@ -243,7 +250,7 @@ def test_deleted_and_unknown_guests_show_their_host_side_leftovers(fleet: Fleet)
     table = render.render_table(result)
     assert f"disk vdb: network rbd rbd:volumes/volume-{DELETED[:8]}" in table
     assert "interface tapaaaaaaaa-00" in table
-    record = json.loads(render.render_json(result))
+    record = report_schema.valid(json.loads(render.render_json(result)))
     cmp1 = next(h for h in record["hosts"] if h["host"] == "cmp-1")
     by_uuid = {f["uuid"]: f for f in cmp1["findings"]}
     assert any("tapaaaaaaaa-00" in item for item in by_uuid[DELETED]["leftovers"])

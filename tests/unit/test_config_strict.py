@@ -24,7 +24,7 @@ from nova_orphans.demo.simnova import SimulatedNova
 from tests import worlds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "etc" / "nova-orphans.conf.sample"
+SAMPLE = ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample"
 HOST = "cmp-1"
 NOVA = "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
 

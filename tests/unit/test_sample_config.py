@@ -28,7 +28,7 @@ def test_the_committed_sample_matches_the_generator(tmp_path):
         check=True,
         timeout=120,
     )
-    committed = (ROOT / "etc" / "nova-orphans.conf.sample").read_text()
+    committed = (ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample").read_text()
     assert out.read_text() == committed, (
         "regenerate: oslo-config-generator --config-file etc/oslo-config-generator.conf"
     )

@@ -1,0 +1,1 @@
+"""Files shipped with the package: the sample configuration and the systemd unit."""

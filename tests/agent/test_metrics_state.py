@@ -1,0 +1,109 @@
+"""Metrics tell state, not only events: every series from the start, the brake as a gauge,
+a failed cycle distinguishable from a cycle that found nothing, and the build's version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Step
+from nova_orphans.demo.simnova import Fault
+from nova_orphans.record.metrics import ABORT_REASONS, OUTCOMES, Metrics
+from nova_orphans.version import tool_version
+from tests.agent.simworld import SimWorld
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_every_labelled_series_exists_at_zero_before_any_event():
+    metrics = Metrics()
+    for kind in Kind:
+        assert sample(metrics, "nova_orphans_findings", kind=kind.value) == 0
+    for step in Step:
+        for outcome in OUTCOMES:
+            for dry_run in ("true", "false"):
+                labels = {"action": step.value, "outcome": outcome, "dry_run": dry_run}
+                assert sample(metrics, "nova_orphans_actions_total", **labels) == 0, labels
+    for reason in ABORT_REASONS:
+        assert sample(metrics, "nova_orphans_cycles_aborted_total", reason=reason) == 0
+    assert {"nova", "libvirt", "identity", "brake"} <= set(ABORT_REASONS)
+
+
+def test_build_info_carries_the_installed_version():
+    metrics = Metrics()
+    assert tool_version() not in ("", "unknown")
+    assert sample(metrics, "nova_orphans_build_info", version=tool_version()) == 1
+
+
+def test_a_failed_cycle_is_not_a_cycle_that_found_nothing(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    world.cycle()
+    metrics = world.agent.metrics
+    assert sample(metrics, "nova_orphans_last_cycle_success") == 1
+    succeeded_at = sample(metrics, "nova_orphans_last_success_timestamp_seconds")
+    assert succeeded_at == world.now.timestamp()
+
+    world.nova.inject(Fault.SERVER_ERROR, times=1)
+    result = world.cycle()
+    assert result.error
+    assert sample(metrics, "nova_orphans_last_cycle_success") == 0
+    # The last success stays where it was: a failure never reads as a fresh "nothing found".
+    assert sample(metrics, "nova_orphans_last_success_timestamp_seconds") == succeeded_at
+
+    world.cycle()
+    assert sample(metrics, "nova_orphans_last_cycle_success") == 1
+    assert sample(metrics, "nova_orphans_last_success_timestamp_seconds") == world.now.timestamp()
+
+
+def test_the_brake_is_a_state_that_engages_and_releases(tmp_path):
+    world = SimWorld(tmp_path, brake_min_orphans=2, max_orphan_fraction=0.5)
+    world.boot("managed")
+    gone = [world.orphan(f"gone-{i}", Kind.DELETED) for i in range(3)]
+    metrics = world.agent.metrics
+    assert sample(metrics, "nova_orphans_brake_engaged") == 0
+    result = world.cycle()
+    assert result.plan and result.plan.brake
+    assert sample(metrics, "nova_orphans_brake_engaged") == 1
+    world.cycle()
+    assert sample(metrics, "nova_orphans_brake_engaged") == 1
+    assert sample(metrics, "nova_orphans_cycles_aborted_total", reason="brake") == 2
+    for uuid in gone[1:]:
+        world.hv.remove(uuid)
+    result = world.cycle()
+    assert result.plan and not result.plan.brake
+    assert sample(metrics, "nova_orphans_brake_engaged") == 0
+
+
+def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
+    textfile = tmp_path / "metrics.prom"
+    config = tmp_path / "agent.conf"
+    config.write_text(
+        "[DEFAULT]\nhost = cmp-1\n"
+        f"[agent]\nstate_dir = {tmp_path / 'state'}\n"
+        f"[metrics]\ntextfile = {textfile}\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+        "timeout = 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nova_orphans.cli", "run", "--once"]
+        + ["--config-file", str(config), "--libvirt-uri", world],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(textfile.read_text())
+        for s in family.samples
+    }
+    assert samples[("nova_orphans_last_cycle_success", ())] == 0
+    assert samples[("nova_orphans_last_success_timestamp_seconds", ())] == 0
+    assert samples[("nova_orphans_cycles_aborted_total", (("reason", "nova"),))] == 1
+    assert samples[("nova_orphans_build_info", (("version", tool_version()),))] == 1

@@ -1,0 +1,39 @@
+"""Validate a JSON report against docs/schema/report.schema.json (draft 2020-12)."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import pathlib
+from typing import Any
+
+import jsonschema
+
+SCHEMA_PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "schema" / "report.schema.json"
+
+
+@functools.lru_cache(maxsize=1)
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+def valid(document: Any) -> Any:
+    """``document`` if it matches the schema (and its counts tally its findings); else raise."""
+    validator().validate(document)
+    # NOTE: format "date-time" is only checked when an RFC 3339 package is installed.
+    datetime.datetime.fromisoformat(document["checked_at"])
+    findings = document["findings"] if "host" in document else fleet_findings(document)
+    tally = {kind: 0 for kind in document["counts"]}
+    for finding in findings:
+        tally[finding["kind"]] += 1
+    assert document["counts"] == tally, (document["counts"], tally)
+    return document
+
+
+def fleet_findings(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for host in document["hosts"] for f in host["findings"] or []]

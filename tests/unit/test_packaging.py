@@ -1,0 +1,112 @@
+"""The wheel carries the licence, the sample config and the systemd unit."""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+#: sha256 of the Apache License 2.0 as apache.org publishes it (LICENSE-2.0.txt).
+APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
+
+
+def test_the_license_is_the_full_apache_2_0_text():
+    text = (ROOT / "LICENSE").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == APACHE_2_0_SHA256
+    assert b"Apache License\n                           Version 2.0, January 2004" in text
+
+
+def repository_copy(destination: pathlib.Path) -> pathlib.Path:
+    """The files git tracks (or would), copied: the build leaves the work tree alone."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
+    for name in listed:
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """The wheel ``pip wheel .`` builds from a copy of the repository."""
+    directory = tmp_path_factory.mktemp("wheel")
+    source = repository_copy(directory / "src")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(directory), "."],
+        cwd=source,
+        check=True,
+        capture_output=True,
+        timeout=540,
+    )
+    (built,) = directory.glob("nova_orphans-*.whl")
+    return built
+
+
+def test_the_wheel_ships_license_sample_config_and_unit(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        dist_info = next(n.split("/")[0] for n in names if ".dist-info/" in n)
+        metadata = email.parser.Parser().parsestr(archive.read(f"{dist_info}/METADATA").decode())
+        shipped_license = archive.read(f"{dist_info}/licenses/LICENSE")
+        for name in ("nova-orphans.conf.sample", "nova-orphans.service"):
+            assert (
+                archive.read(f"nova_orphans/data/{name}")
+                == (ROOT / "nova_orphans" / "data" / name).read_bytes()
+            )
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert "License" not in metadata  # the deprecated free-text field is gone
+    assert shipped_license == (ROOT / "LICENSE").read_bytes()
+    entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
+    assert "nova-orphans = nova_orphans.cli:main" in entry_points
+
+
+def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    # NOTE: the installed copy first on the path, the checkout nowhere: what a wheel user runs.
+    program = (
+        "import sys; sys.path.insert(0, sys.argv.pop(1)); import nova_orphans, nova_orphans.cli;"
+        "print(nova_orphans.__file__, file=sys.stderr); sys.exit(nova_orphans.cli.main())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", program, str(site), *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    sample = run("sample-config")
+    assert sample.returncode == 0, sample.stderr
+    assert sample.stderr.startswith(str(site))
+    assert (
+        sample.stdout == (ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample").read_text()
+    )
+    unit = run("systemd-unit", "--executable", sys.executable)
+    assert unit.returncode == 0, unit.stderr
+    assert f"ExecStart={sys.executable} run --config-file" in unit.stdout

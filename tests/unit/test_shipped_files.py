@@ -1,0 +1,133 @@
+"""The sample config and the systemd unit ship in the package, and the commands print them."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from nova_orphans import cli
+from nova_orphans.cli import files
+from tests import tools
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "nova_orphans" / "data"
+SCRIPT = pathlib.Path(sys.executable).parent / "nova-orphans"
+
+
+def exec_start(unit: str) -> str:
+    (line,) = [x for x in unit.splitlines() if x.startswith("ExecStart=")]
+    return line.removeprefix("ExecStart=")
+
+
+def test_each_shipped_file_has_one_copy_in_the_repository():
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
+    for name in ("nova-orphans.conf.sample", "nova-orphans.service"):
+        assert [p for p in listed if p.endswith(name)] == [f"nova_orphans/data/{name}"]
+
+
+def test_sample_config_prints_the_shipped_sample(capsys):
+    assert cli.main(["sample-config"]) == 0
+    assert capsys.readouterr().out == (DATA / "nova-orphans.conf.sample").read_text()
+
+
+def test_the_shipped_unit_runs_the_agent_from_where_pip_puts_the_script():
+    unit = (DATA / "nova-orphans.service").read_text()
+    assert exec_start(unit) == (
+        "/usr/local/bin/nova-orphans run --config-file /etc/nova-orphans/nova-orphans.conf"
+    )
+
+
+def test_systemd_unit_names_the_console_script_it_runs_from(tmp_path):
+    done = subprocess.run(
+        [str(SCRIPT), "systemd-unit"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert exec_start(done.stdout).split()[0] == str(SCRIPT)
+    assert exec_start(done.stdout).split()[1:] == [
+        "run",
+        "--config-file",
+        "/etc/nova-orphans/nova-orphans.conf",
+    ]
+    shipped = (DATA / "nova-orphans.service").read_text()
+    assert done.stdout == shipped.replace("/usr/local/bin/nova-orphans", str(SCRIPT))
+
+
+def test_systemd_unit_under_python_m_names_the_script_beside_the_interpreter():
+    done = subprocess.run(
+        [sys.executable, "-m", "nova_orphans.cli", "systemd-unit"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert exec_start(done.stdout).split()[0] == str(SCRIPT)
+
+
+def test_systemd_unit_escapes_a_percent_for_systemd(tmp_path, capsys):
+    script = tmp_path / "50%" / "nova-orphans"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    assert cli.main(["systemd-unit", "--executable", str(script)]) == 0
+    assert exec_start(capsys.readouterr().out).split()[0] == f"{tmp_path}/50%%/nova-orphans"
+
+
+@pytest.mark.parametrize(
+    ("executable", "words"),
+    [
+        ("nova-orphans", "not an absolute path"),
+        ("/nonexistent/bin/nova-orphans", "no executable nova-orphans at /nonexistent"),
+        ("/opt/my venv/bin/nova-orphans", "without blanks"),
+        ("/etc/passwd", "no executable nova-orphans at /etc/passwd"),
+    ],
+)
+def test_systemd_unit_refuses_a_bad_executable_with_one_line(capsys, executable, words):
+    assert cli.main(["systemd-unit", "--executable", executable]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("nova-orphans: usage error: ")
+    assert words in err
+
+
+def test_the_written_unit_passes_systemd_analyze_verify(tmp_path):
+    analyze = tools.tool("systemd-analyze", "systemd")
+    unit = tmp_path / "nova-orphans.service"
+    unit.write_text(files.unit_text(str(SCRIPT)))
+    done = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "nova-orphans.service" not in done.stderr, done.stderr
+
+
+def test_systemd_analyze_verify_would_catch_a_unit_whose_script_is_missing(tmp_path):
+    analyze = tools.tool("systemd-analyze", "systemd")
+    unit = tmp_path / "nova-orphans.service"
+    unit.write_text(files.unit_text(str(SCRIPT)).replace(str(SCRIPT), "/nonexistent/nova-orphans"))
+    done = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0 and "/nonexistent/nova-orphans" in done.stderr
+
+
+def test_a_missing_tool_fails_when_services_are_required(monkeypatch):
+    monkeypatch.setenv("NOVA_ORPHANS_REQUIRE_SERVICES", "1")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(pytest.fail.Exception):
+        tools.tool("no-such-tool-anywhere", "nothing")
+    monkeypatch.setenv("NOVA_ORPHANS_REQUIRE_SERVICES", "0")
+    with pytest.raises(pytest.skip.Exception):
+        tools.tool("no-such-tool-anywhere", "nothing")
+
+
+def test_the_script_beside_the_interpreter_is_the_one_pip_installed():
+    assert os.access(SCRIPT, os.X_OK), SCRIPT
