@@ -407,7 +407,16 @@ def test_restore_works_from_the_manifest_when_the_journal_is_lost(
     tmp_path: pathlib.Path,
     instances: str,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # NOTE: restore asks Nova first (docs/design.md rule 13); this Nova has no record of
+    # the guest, so the restore may start it.
+    from nova_orphans.cli import journal as cli_journal
+    from nova_orphans.demo.simnova import SimulatedNova
+
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1")
+    monkeypatch.setattr(cli_journal, "transport_from_conf", lambda conf: nova)
     state = tmp_path / "state"
     config = tmp_path / "nova-orphans.conf"
     config.write_text(
