@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import urllib.parse
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova_orphans.core.identity import LocalComputeId, NovaNode
-from nova_orphans.observe.errors import NovaBadAnswer
+from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError
 from nova_orphans.observe.nova import NovaObserver
 
 #: nova/virt/node.py: nova-compute's node identity file (Nova >= 2023.1).
@@ -32,17 +32,36 @@ def nodes_for(nova: NovaObserver, host: str, hostname: str) -> tuple[NovaNode, .
     """
     query = urllib.parse.urlencode({"hypervisor_hostname_pattern": hostname})
     # NOTE: NovaObserver's request path (retries, status checks) serves this module too.
-    body = nova._get(f"/os-hypervisors/detail?{query}", missing_ok=True)
+    body = _cells_explain(nova, lambda: nova._get(f"/os-hypervisors/detail?{query}", True))
     named = [n for n in _nodes(body, "the hypervisor search") if n.hypervisor_hostname == hostname]
     if any(n.host == host for n in named):
         return tuple(named)
-    every = [parse_node(item) for item in nova._paged("/os-hypervisors/detail", "hypervisors", {})]
+    every = _cells_explain(
+        nova,
+        lambda: [parse_node(i) for i in nova._paged("/os-hypervisors/detail", "hypervisors", {})],
+    )
     found = tuple(n for n in every if n.host == host or n.hypervisor_hostname == hostname)
     if not any(n.host == host for n in found):
         # NOTE: the listing skips a cell Nova cannot reach (docs/design.md rule 17):
         # "no node of this host" holds only when the host's cell answers.
         nova.require_cells_answer(host)
     return found
+
+
+def _cells_explain(nova: NovaObserver, call: Callable[[], Any]) -> Any:
+    """``call()``; when Nova fails it, a cell Nova cannot reach is named as the cause.
+
+    NOTE: the hypervisor listings read every cell's compute nodes: a cell whose
+    database is down makes them fail (HTTP 500), which says less to the operator
+    than "Nova could not reach a cell" (docs/design.md rule 17).
+    """
+    try:
+        return call()
+    except NovaAuthFailed:
+        raise
+    except NovaError:
+        nova.require_cells_answer()
+        raise
 
 
 def _nodes(body: Any, request: str) -> list[NovaNode]:

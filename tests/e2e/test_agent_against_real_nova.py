@@ -629,23 +629,23 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     qemu_guests: Callable[..., str],
     tmp_path: pathlib.Path,
 ) -> None:
-    """docs/design.md rules 13 and 12. The source copy of a server live-migrated host1 ->
-    host2 is stopped and undefined by the agent. ``restore --start`` asks Nova first: Nova
-    runs that server on host2, so it is refused — exit 1, one ``refused:`` line naming
-    host2, the domain neither defined nor started, the journal unchanged. ``--start
-    --force`` restores and starts it, puts it on hold (``history`` and ``audit`` show the
-    hold, forced), and the agent leaves it running until ``release``."""
+    """docs/design.md rules 13 and 12. The source copy of a server live-migrated lvhost ->
+    host2 (left running on lvhost's real libvirt) is stopped and undefined by the agent.
+    ``restore --start`` asks Nova first: Nova runs that server on host2, so it is refused:
+    exit 1, one ``refused:`` line naming host2, the domain neither defined nor started,
+    the journal unchanged. ``--start --force`` restores and starts it, puts it on hold
+    (``history`` and ``audit`` show the hold, forced), and the agent leaves it running
+    until ``release``."""
     nova = nova_stack
-    keeper, migrated = servers.boot("host1", "host1")
-    nova.live_migrate(migrated, "host2")
+    keeper, migrated = servers.boot("lvhost", "host1")
+    record_live_migration_from_lvhost(nova, migrated)
     assert nova.server(migrated)["OS-EXT-SRV-ATTR:host"] == "host2"
-    qemu_guests(keeper, "keeper")
     qemu_guests(migrated, "migrated")
     # NOTE: qemu:///system is shared: a domain another session defines mid-test would
     # otherwise make the orphan-fraction brake hold this test's last cycle.
     agent = write_agent(
         tmp_path,
-        host="host1",
+        host="lvhost",
         instances_path=tmp_path / "instances",
         mine=[keeper, migrated],
         brake_min_orphans=10,
@@ -682,7 +682,7 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     assert hold["reason"].startswith("restored from quarantine and started"), hold
     assert "forced: Nova runs server" in hold["reason"] and "host2" in hold["reason"], hold
 
-    audited = harness.run_audit(agent.conf, "host1", QEMU)
+    audited = harness.run_audit(agent.conf, "lvhost", QEMU)
     assert audited.returncode == EXIT_FOUND, show(audited)
     finding = harness.findings_by_uuid(audited)[migrated]
     assert finding["kind"] == "misplaced", finding  # still classified
@@ -886,7 +886,10 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
         assert is_persistent(victim)
         assert digest(home) == before
         assert [e for e in agent.quarantine() if e["uuid"] == victim] == []
-        assert agent.events(victim)[0]["event"] == "hold"  # the operator's decision wins
+        # The operator's decision wins: the restore (journaled as a step) put it on hold.
+        latest = agent.events(victim)[:2]
+        assert {e["event"] for e in latest} == {"hold", "step"}, latest
+        assert [e.get("step") for e in latest if e["event"] == "step"] == ["restore"], latest
         agent.release(victim)
 
         # Archived: Nova has no record at all any more.

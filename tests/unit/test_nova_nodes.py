@@ -90,3 +90,16 @@ def test_compute_id_directories_come_from_nova_conf(tmp_path: pathlib.Path, nova
     settings = config.host_settings(config.load([str(ours)]))
     assert list(settings.compute_id_dirs) == [d.format(etc=tmp_path) for d in dirs]
     assert config.host_settings(config.load([])).compute_id_dirs == ()
+
+
+def test_a_hypervisor_listing_failing_while_a_cell_is_down_names_the_cell(nova):
+    """docs/design.md rule 17: Nova's hypervisor listings read every cell; a cell whose
+    database is down fails them (HTTP 500), and the error the operator gets names the
+    cell, not the listing."""
+    from nova_orphans.observe.errors import NovaCellDown
+
+    nova.add_compute("host3", cell="cell2")
+    nova.down_cells.add("cell2")
+    nova.inject(Fault.SERVER_ERROR, times=5, path="/os-hypervisors")
+    with pytest.raises(NovaCellDown, match="could not reach a cell"):
+        nova_nodes.nodes_for(observer(nova), "cmp-1", "cmp-1.example.org")
