@@ -90,3 +90,14 @@ def test_compute_id_directories_come_from_nova_conf(tmp_path: pathlib.Path, nova
     settings = config.host_settings(config.load([str(ours)]))
     assert list(settings.compute_id_dirs) == [d.format(etc=tmp_path) for d in dirs]
     assert config.host_settings(config.load([])).compute_id_dirs == ()
+
+
+def test_a_compute_id_that_is_not_text_is_a_value_that_fails_not_a_crash(tmp_path):
+    """A binary (corrupt) compute_id is read as the garbage it is, so the check fails closed.
+
+    docs/design.md rules 9 and 10: no traceback; a compute_id naming no node is a mismatch.
+    """
+    (tmp_path / "compute_id").write_bytes(b"\xff\xfe\x00garbage")
+    found = nova_nodes.read_compute_id([str(tmp_path)])
+    (value,) = found.uuids.values()
+    assert value and value != "71d94ffd-8fab-463e-973f-a02dfa1ce9db"

@@ -260,3 +260,19 @@ def test_a_refused_restore_is_journaled_as_failed(
         (intent,) = journal.history(OLD)
         assert (intent.step, intent.outcome) == ("restore", "failed")
         assert [e.uuid for e in journal.quarantine()] == [OLD]
+
+
+@pytest.mark.parametrize("days", ["nan", "inf", "1e10", "3000000"])
+def test_purge_older_than_no_time_can_hold_is_a_usage_error_and_purges_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    """``--older-than nan`` (or a span no date can hold) is bad input, not a traceback.
+
+    docs/design.md rule 9: one line, exit 2, nothing changed.
+    """
+    old = state.entry(OLD, 10, journal=True)
+    before = state.tree()
+    assert state.run("purge", "--older-than", days) == cli.EXIT_USAGE
+    line = _one_line(capsys)
+    assert line.startswith("nova-orphans: ") and "--older-than" in line
+    assert state.tree() == before and old.exists()
