@@ -461,4 +461,5 @@ def test_a_retention_no_date_can_hold_is_refused_before_any_cycle(tmp_path, caps
     )
     assert code == cli.EXIT_USAGE
     assert len(err) == 1 and "quarantine_retention_days = 3000000 is not valid" in err[0]
+    assert out == ""
     assert not (tmp_path / "state").exists()
