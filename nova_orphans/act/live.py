@@ -546,8 +546,29 @@ def _state_not_kept(dom: libvirt.virDomain, directory: str) -> str | None:
     image = os.path.join(directory, MANAGED_SAVE_FILE)
     if dom.hasManagedSaveImage(0) and not os.path.isfile(image):
         return "it gained a managed-save image"
-    kept = os.path.join(directory, SNAPSHOTS_DIR)
-    count = len(os.listdir(kept)) if os.path.isdir(kept) else 0
-    if len(_listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")) != count:
+    # NOTE: by name, not by count: one snapshot deleted and another taken is a change.
+    snapshots = _listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")
+    if _names(snapshots) != _kept_names(os.path.join(directory, SNAPSHOTS_DIR)):
         return "its snapshots changed"
+    if hasattr(dom, "listAllCheckpoints"):
+        checkpoints = _listed(dom.listAllCheckpoints, "VIR_DOMAIN_CHECKPOINT_LIST_TOPOLOGICAL")
+        if _names(checkpoints) != _kept_names(os.path.join(directory, CHECKPOINTS_DIR)):
+            return "its checkpoints changed"
     return None
+
+
+def _names(items: list[object]) -> set[str]:
+    return {str(item.getName()) for item in items}  # type: ignore[attr-defined]
+
+
+def _kept_names(directory: str) -> set[str]:
+    """The names in the snapshot (or checkpoint) XML files ``keep_state`` wrote."""
+    if not os.path.isdir(directory):
+        return set()
+    names = set()
+    for file in os.listdir(directory):
+        try:
+            names.add(ET.parse(os.path.join(directory, file)).findtext("name") or "")
+        except ET.ParseError:
+            names.add(f"<unreadable {file}>")  # never equal to a name libvirt lists
+    return names

@@ -271,6 +271,25 @@ def test_a_snapshot_taken_after_the_state_was_kept_stops_the_undefine(
     assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["late"]
 
 
+def test_a_snapshot_replaced_by_another_after_the_state_was_kept_stops_the_undefine(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    """One snapshot deleted and another taken: the count is the same, the state is not.
+
+    docs/design.md rule 16: the undefine flags would drop the new snapshot's metadata.
+    """
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    dom.snapshotCreateXML("<domainsnapshot><name>old</name></domainsnapshot>", 0)
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.keep_state(uuid, directory)
+    dom.snapshotLookupByName("old", 0).delete(0)
+    dom.snapshotCreateXML("<domainsnapshot><name>new</name></domainsnapshot>", 0)
+    with pytest.raises(EffectError, match="its snapshots changed since its state was kept"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["new"]
+
+
 def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
     conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
 ) -> None:
