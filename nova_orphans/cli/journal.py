@@ -202,6 +202,7 @@ def restore_guest(args: argparse.Namespace) -> int:
             now=common.now(),
             start=args.start,
             force=args.force,
+            saved_state=quarantine.has_managed_save(entry),
         )
     except guarded.RestoreRefused as exc:
         return common.fail(common.EXIT_ERROR, f"refused: {exc}")
