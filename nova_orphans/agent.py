@@ -200,7 +200,13 @@ class Agent:
         """Purge quarantine entries older than ``retention`` (a dry run only records)."""
         if self.retention:
             retention.purge_expired(
-                self.effects, self.journal, self.quarantine_root, now, self.retention, self.dry_run
+                self.effects,
+                self.journal,
+                self.quarantine_root,
+                now,
+                self.retention,
+                self.dry_run,
+                cycles=self.policy,
             )
 
     def _log_identity(self, verdict: Verdict) -> None:

@@ -30,6 +30,8 @@ DEFAULT_LIBVIRT_URI = "qemu:///system"
 DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
 #: nova.conf's state_path as distributions install it (where nova-compute writes compute_id).
 DEFAULT_NOVA_STATE_PATH = "/var/lib/nova"
+#: The longest retention a date can hold comfortably: a hundred years.
+MAX_RETENTION_DAYS = 36500
 NOVA_GROUP = "nova"
 
 
@@ -222,6 +224,8 @@ agent_opts = [
         "quarantine_retention_days",
         default=0,
         min=0,
+        # NOTE: a span no date can hold would crash every cycle after its steps ran.
+        max=MAX_RETENTION_DAYS,
         help="Purge quarantine entries older than this many days at each cycle; "
         "0 keeps them until 'nova-orphans purge'.",
     ),

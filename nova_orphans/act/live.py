@@ -179,7 +179,7 @@ class LiveEffects:
                 # NOTE: undefining a running persistent domain makes it transient:
                 # it would vanish, unrestorable, when it stops.
                 raise EffectError(f"undefine {uuid}: the domain is running; stop it first")
-            gained = _state_not_kept(dom, target)
+            gained = _state_not_kept(dom, target, self._managed_save_image(dom))
             if gained:
                 # NOTE: the undefine flags would delete it; docs/design.md rule 16.
                 raise EffectError(
@@ -205,11 +205,14 @@ class LiveEffects:
             shutil.copytree(tpm, os.path.join(directory, TPM_DIR), symlinks=True)
         return nvram_kept, tpm_kept
 
+    def _managed_save_image(self, dom: libvirt.virDomain) -> str:
+        return os.path.join(self._managed_save_dir, f"{dom.name()}.save")
+
     def _keep_managed_save(self, dom: libvirt.virDomain, directory: str) -> bool:
         """Hard-link (or copy) libvirt's managed-save image into the quarantine."""
         if not dom.hasManagedSaveImage(0):
             return False
-        image = os.path.join(self._managed_save_dir, f"{dom.name()}.save")
+        image = self._managed_save_image(dom)
         if not os.path.isfile(image) or os.path.islink(image):
             raise EffectError(
                 f"keep the state of {dom.UUIDString()}: it has a managed-save image (its saved "
@@ -541,13 +544,47 @@ def _write_listed(items: list[object], directory: str, what: str) -> tuple[str, 
     return tuple(names)
 
 
-def _state_not_kept(dom: libvirt.virDomain, directory: str) -> str | None:
+def _state_not_kept(dom: libvirt.virDomain, directory: str, live_image: str) -> str | None:
     """What the domain has now that its quarantine lacks (a managed save, snapshots)."""
     image = os.path.join(directory, MANAGED_SAVE_FILE)
-    if dom.hasManagedSaveImage(0) and not os.path.isfile(image):
-        return "it gained a managed-save image"
-    kept = os.path.join(directory, SNAPSHOTS_DIR)
-    count = len(os.listdir(kept)) if os.path.isdir(kept) else 0
-    if len(_listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")) != count:
+    if dom.hasManagedSaveImage(0):
+        if not os.path.isfile(image):
+            return "it gained a managed-save image"
+        if _file_identity(live_image) != _file_identity(image):
+            # NOTE: resumed and saved again: the kept image is older RAM state.
+            return "its managed-save image changed"
+    # NOTE: by name, not by count: one snapshot deleted and another taken is a change.
+    snapshots = _listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")
+    if _names(snapshots) != _kept_names(os.path.join(directory, SNAPSHOTS_DIR)):
         return "its snapshots changed"
+    if hasattr(dom, "listAllCheckpoints"):
+        checkpoints = _listed(dom.listAllCheckpoints, "VIR_DOMAIN_CHECKPOINT_LIST_TOPOLOGICAL")
+        if _names(checkpoints) != _kept_names(os.path.join(directory, CHECKPOINTS_DIR)):
+            return "its checkpoints changed"
     return None
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """Size and modification time: equal for a hard link and for a ``copy2`` of the file."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def _names(items: list[object]) -> set[str]:
+    return {str(item.getName()) for item in items}  # type: ignore[attr-defined]
+
+
+def _kept_names(directory: str) -> set[str]:
+    """The names in the snapshot (or checkpoint) XML files ``keep_state`` wrote."""
+    if not os.path.isdir(directory):
+        return set()
+    names = set()
+    for file in os.listdir(directory):
+        try:
+            names.add(ET.parse(os.path.join(directory, file)).findtext("name") or "")
+        except ET.ParseError:
+            names.add(f"<unreadable {file}>")  # never equal to a name libvirt lists
+    return names

@@ -148,6 +148,11 @@ def _check(manifest: Manifest) -> None:
     for name in names:
         if os.sep in name or name in ("", ".", ".."):
             raise ValueError(f"backing file name {name!r}")
+    for backing in manifest.kept.backing:
+        # NOTE: restore puts a missing base back at this path: only the absolute,
+        # normalized path a reap records (``backing_chain``) is accepted.
+        if not os.path.isabs(backing.path) or os.path.normpath(backing.path) != backing.path:
+            raise ValueError(f"backing file path {backing.path!r}")
     Kind(manifest.kind)  # raises ValueError for a kind that does not exist
 
 

@@ -85,6 +85,19 @@ def latest(journal: Journal, quarantine_root: str, uuid: str) -> QuarantineEntry
     return None
 
 
+def has_managed_save(entry: QuarantineEntry) -> bool:
+    """Whether the entry keeps a managed-save image (restoring it runs the guest, paused).
+
+    NOTE: an entry whose manifest cannot be read says no here; ``restore`` then
+    refuses it for that reason before anything runs.
+    """
+    try:
+        saved = _manifest(entry, _entry_dir(entry))
+    except EffectError:
+        return False
+    return saved is not None and saved.kept.managed_save
+
+
 def unknown_directories(journal: Journal, quarantine_root: str) -> list[manifests.Found]:
     """Quarantine directories neither the journal nor a readable manifest describes."""
     known = {e.path for e in journal.quarantine(include_done=True)}

@@ -44,11 +44,13 @@ def restore(
     now: datetime.datetime,
     start: bool = False,
     force: bool = False,
+    saved_state: bool = False,
 ) -> Restored:
     """Restore ``entry`` if Nova allows it (or ``force``), then put the guest on hold.
 
     Raises ``RestoreRefused`` before changing anything when Nova runs the server and
-    ``start`` is asked, or when Nova cannot be asked, unless ``force``.
+    ``start`` is asked (or ``saved_state``: the entry holds a managed-save image,
+    which runs the guest paused), or when Nova cannot be asked, unless ``force``.
     """
     try:
         server, nova_error = nova.fresh_view(host, entry.uuid).lookups[entry.uuid], None
@@ -61,6 +63,7 @@ def restore(
         start=start,
         force=force,
         reaped=f"{entry.reaped_at} as {entry.kind}",
+        saved_state=saved_state,
     )
     if verdict.refusal:
         raise RestoreRefused(verdict.refusal)

@@ -16,7 +16,9 @@ import os
 from nova_orphans.act import quarantine
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.core.model import Kind
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.core.policy import Policy
+from nova_orphans.core.sightings import counts_after
+from nova_orphans.record.journal import Journal, QuarantineEntry, RetentionSighting
 
 LOG = logging.getLogger(__name__)
 STEP = "purge"
@@ -33,16 +35,50 @@ class Purged:
 
 
 def expired(
-    journal: Journal, quarantine_root: str, now: datetime.datetime, older_than: datetime.timedelta
+    journal: Journal,
+    quarantine_root: str,
+    now: datetime.datetime,
+    older_than: datetime.timedelta,
+    cycles: Policy | None = None,
 ) -> list[QuarantineEntry]:
     """Entries reaped ``older_than`` ago or more: the journal's and those only a manifest knows.
 
     NOTE: that includes the directories of reaps that stopped before the undefine
     (the guest stayed defined): after retention they go like every other entry.
+    With ``cycles`` (the agent's policy) this is one of the agent's cycles: every
+    entry is sighted, and an entry is expired only once as many cycles saw it as
+    the part of ``older_than`` still left when it was first seen implies.
     """
     cutoff = now - older_than
     listed = quarantine.entries(journal, quarantine_root, with_copies=True)
+    if cycles is not None:
+        listed = [e for e in listed if _cycles_passed(journal, e, now, older_than, cycles)]
     return [e for e in listed if e.reaped_time <= cutoff]
+
+
+def _cycles_passed(
+    journal: Journal,
+    entry: QuarantineEntry,
+    now: datetime.datetime,
+    older_than: datetime.timedelta,
+    policy: Policy,
+) -> bool:
+    """Count this cycle's sighting of ``entry``; whether retention's cycles have passed.
+
+    NOTE: docs/design.md rule 15. A wall clock stepped forward makes every entry
+    look old at once; the purge is the one irreversible step, so it also needs
+    the cycles. As for grace, only the part of the retention still left at the
+    first sighting needs them (an entry first seen old, e.g. after a journal
+    was lost, is not kept for a second retention).
+    """
+    seen = journal.retention_sighting(entry)
+    if seen is None:
+        seen = RetentionSighting(now, now, 0)
+    elif counts_after(seen.last_counted, now, policy.interval):
+        seen = RetentionSighting(seen.first_seen, now, seen.cycles + 1)
+    journal.put_retention_sighting(entry, seen)
+    left_then = older_than - (seen.first_seen - entry.reaped_time)
+    return seen.cycles >= policy.cycles_for(min(left_then, older_than).total_seconds())
 
 
 def purge_expired(
@@ -52,10 +88,15 @@ def purge_expired(
     now: datetime.datetime,
     older_than: datetime.timedelta,
     dry_run: bool,
+    cycles: Policy | None = None,
 ) -> list[Purged]:
-    """Purge every expired entry, each journaled intent-before, outcome-after."""
+    """Purge every expired entry, each journaled intent-before, outcome-after.
+
+    ``cycles``: the agent's policy (its cycles count, see ``expired``); None for
+    the operator's ``purge`` command, which goes by the wall clock alone.
+    """
     done = []
-    for entry in expired(journal, quarantine_root, now, older_than):
+    for entry in expired(journal, quarantine_root, now, older_than, cycles):
         intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
         try:
             detail, outcome = effects.purge(entry.uuid, entry.path), "done"

@@ -81,8 +81,10 @@ def _days(value: str) -> float:
         days = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
-    if days < 0:
-        raise argparse.ArgumentTypeError("--older-than must not be negative")
+    if not 0 <= days <= config.MAX_RETENTION_DAYS:  # NOTE: also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"--older-than must be between 0 and {config.MAX_RETENTION_DAYS} days"
+        )
     return days
 
 
@@ -200,6 +202,7 @@ def restore_guest(args: argparse.Namespace) -> int:
             now=common.now(),
             start=args.start,
             force=args.force,
+            saved_state=quarantine.has_managed_save(entry),
         )
     except guarded.RestoreRefused as exc:
         return common.fail(common.EXIT_ERROR, f"refused: {exc}")

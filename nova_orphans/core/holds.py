@@ -108,13 +108,16 @@ def restore_verdict(
     start: bool,
     force: bool,
     reaped: str,
+    saved_state: bool = False,
 ) -> RestoreVerdict:
     """Decide a ``restore`` from Nova's answer (``server``) or why Nova could not answer.
 
     NOTE: a restored copy of a server Nova runs elsewhere is the two-running-copies
     situation this tool exists to prevent: ``--start`` is refused, a plain define
     warns, and a Nova that cannot be asked refuses both (fail closed). ``--force``
-    overrides, and the hold's reason says so.
+    overrides, and the hold's reason says so. ``saved_state``: the entry holds a
+    managed-save image; bringing it back runs the guest (paused) on its disks, so it
+    is refused like ``--start``.
     """
     what = "restored from quarantine" + (" and started" if start else "") + f" (reaped {reaped})"
     if nova_error is not None:
@@ -135,6 +138,13 @@ def restore_verdict(
         return RestoreVerdict(
             f"{runs}: starting this copy would run it twice; nothing restored — "
             "restore without --start, or --force if you know better",
+            None,
+            what,
+        )
+    if saved_state:
+        return RestoreVerdict(
+            f"{runs}: bringing back its managed-save image runs this copy (paused, its disks "
+            "open) beside it; nothing restored — --force if you know better",
             None,
             what,
         )

@@ -41,7 +41,12 @@ def counts(before: Sighting, now: datetime.datetime, interval: float) -> bool:
     through sightings_required, and the cycles grace and reap_delay need, in
     seconds. Such a sighting keeps the streak, but adds nothing to it.
     """
-    return (now - before.last_seen).total_seconds() >= interval / 2
+    return counts_after(before.last_seen, now, interval)
+
+
+def counts_after(last: datetime.datetime, now: datetime.datetime, interval: float) -> bool:
+    """Whether a cycle at ``now`` counts as one more after the one counted at ``last``."""
+    return (now - last).total_seconds() >= interval / 2
 
 
 def next_sightings(

@@ -103,7 +103,9 @@ def read_compute_id(directories: Sequence[str]) -> LocalComputeId:
     for directory in dict.fromkeys(directories):
         path = os.path.join(directory, COMPUTE_ID_FILE)
         try:
-            with open(path, encoding="utf-8") as handle:
+            # NOTE: a corrupt (binary) file is read as the garbage it is: it names no
+            # node, so the check fails closed instead of crashing.
+            with open(path, encoding="utf-8", errors="replace") as handle:
                 found[path] = _canonical(handle.read(40).strip())
         except FileNotFoundError:
             continue

@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS holds (
     id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, since TEXT NOT NULL,
     reason TEXT NOT NULL, released_at TEXT, released_after_intent INTEGER);
 CREATE UNIQUE INDEX IF NOT EXISTS holds_active ON holds (uuid) WHERE released_at IS NULL;
+CREATE TABLE IF NOT EXISTS retention_sightings (
+    uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, first_seen TEXT NOT NULL,
+    last_counted TEXT NOT NULL, cycles INTEGER NOT NULL, PRIMARY KEY (uuid, reaped_at));
 """
 
 #: The sightings table's columns; a table with others is from an older version (see
@@ -99,6 +102,15 @@ class QuarantineEntry:
         """``reaped_at`` (a quarantine stamp) as a UTC time."""
         parsed = datetime.datetime.strptime(self.reaped_at, STAMP_FORMAT)
         return parsed.replace(tzinfo=datetime.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetentionSighting:
+    """The agent cycles that saw one quarantine entry: retention needs them (rule 15)."""
+
+    first_seen: datetime.datetime
+    last_counted: datetime.datetime
+    cycles: int
 
 
 def _iso(value: datetime.datetime) -> str:
@@ -413,6 +425,32 @@ class Journal:
     def _holds(self, where: str, args: tuple[Any, ...]) -> list[Hold]:
         rows = self._execute(f"SELECT uuid, since, reason, released_at FROM holds {where}", args)
         return [Hold(r[0], _time(r[1]), r[2], _time(r[3])) for r in rows]  # type: ignore[arg-type]
+
+    def retention_sighting(self, entry: QuarantineEntry) -> RetentionSighting | None:
+        """What the agent's cycles have seen of a quarantine entry (None: not seen yet)."""
+        row = self._execute(
+            "SELECT first_seen, last_counted, cycles FROM retention_sightings "
+            "WHERE uuid = ? AND reaped_at = ?",
+            (entry.uuid, entry.reaped_at),
+        ).fetchone()
+        if row is None:
+            return None
+        first_seen, last_counted = _time(row[0]), _time(row[1])
+        assert first_seen is not None and last_counted is not None
+        return RetentionSighting(first_seen, last_counted, row[2])
+
+    def put_retention_sighting(self, entry: QuarantineEntry, seen: RetentionSighting) -> None:
+        """Store what this cycle saw of a quarantine entry."""
+        self._execute(
+            "INSERT OR REPLACE INTO retention_sightings VALUES (?, ?, ?, ?, ?)",
+            (
+                entry.uuid,
+                entry.reaped_at,
+                _iso(seen.first_seen),
+                _iso(seen.last_counted),
+                seen.cycles,
+            ),
+        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

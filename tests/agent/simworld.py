@@ -110,4 +110,5 @@ class SimWorld:
             now=self.now,
             start=start,
             force=force,
+            saved_state=self.hv.quarantine[uuid].kept.managed_save,
         )

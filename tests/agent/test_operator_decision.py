@@ -322,3 +322,27 @@ def test_a_failed_define_leaves_no_hold_and_the_entry_restorable(tmp_path):
         world.restore(gone, start=True)
     assert world.journal.hold_events() == []
     assert [e.uuid for e in world.journal.quarantine()] == [gone]
+
+
+def test_a_plain_restore_of_a_suspended_duplicate_is_refused_it_would_run_it_paused(tmp_path):
+    """Bringing back a managed-save image runs QEMU (paused) on the guest's disks.
+
+    For a duplicate whose server Nova runs on another host, that is a second running
+    copy with the live one's disks open (shared storage: misplaced guests' files stay
+    in place), so without --start it is refused like --start. docs/design.md rule 13.
+    """
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    dup = world.orphan("suspended-dup", Kind.MISPLACED)
+    world.hv.suspend(dup)
+    world.cycle()  # reap (it is already shut off)
+    assert dup in world.hv.quarantine and world.hv.quarantine[dup].kept.managed_save
+    before = (world.journal.quarantine(), world.journal.hold_events(), world.journal.history())
+    with pytest.raises(RestoreRefused) as refused:
+        world.restore(dup)
+    message = str(refused.value)
+    assert f"Nova runs server {dup} on host {OTHER}" in message and "managed-save" in message
+    assert "\n" not in message and "--force" in message
+    assert dup not in world.hv.domains and dup in world.hv.quarantine
+    after = (world.journal.quarantine(), world.journal.hold_events(), world.journal.history())
+    assert after == before

@@ -188,3 +188,26 @@ def test_a_restore_a_crash_interrupted_is_reconciled_truthfully(tmp_path, define
     assert entry.path in note
     assert world.journal.open_intents() == []
     assert [e.uuid for e in world.journal.quarantine()] == [gone]
+
+
+def test_a_wall_clock_step_forward_never_purges_a_quarantine_the_agent_saw_young(tmp_path):
+    """A clock stepped 30 days ahead (an RTC off at boot, then NTP) must not purge at once.
+
+    The purge is the only irreversible step: like grace and reap_delay (docs/design.md
+    rule 15) the retention needs the wall-clock delay AND the agent cycles it implies,
+    counted from the cycle the agent first saw the entry; rule 7 (the reap is reversible).
+    """
+    world = SimWorld(tmp_path, interval=3600.0)
+    world.agent.retention = datetime.timedelta(days=1)
+    gone = _reaped(world)
+    world.cycle(3600)  # reaped
+    assert [e.uuid for e in world.journal.quarantine()] == [gone]
+    world.cycle(30 * 86400)  # the wall clock jumps a month ahead: one cycle, not a day's
+    assert "purge" not in [m for m, _ in world.effects.calls]
+    assert [e.uuid for e in world.journal.quarantine()] == [gone]
+    for _ in range(22):
+        world.cycle(3600)
+    assert "purge" not in [m for m, _ in world.effects.calls]
+    world.cycle(3600)  # the 24th cycle after the reap: a day's worth of cycles
+    assert ("purge", gone) in world.effects.calls
+    assert world.journal.quarantine() == []

@@ -271,6 +271,25 @@ def test_a_snapshot_taken_after_the_state_was_kept_stops_the_undefine(
     assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["late"]
 
 
+def test_a_snapshot_replaced_by_another_after_the_state_was_kept_stops_the_undefine(
+    conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
+) -> None:
+    """One snapshot deleted and another taken: the count is the same, the state is not.
+
+    docs/design.md rule 16: the undefine flags would drop the new snapshot's metadata.
+    """
+    dom = define(running=False)
+    uuid = dom.UUIDString()
+    dom.snapshotCreateXML("<domainsnapshot><name>old</name></domainsnapshot>", 0)
+    directory = effects.quarantine_dir(uuid, STAMP)
+    effects.keep_state(uuid, directory)
+    dom.snapshotLookupByName("old", 0).delete(0)
+    dom.snapshotCreateXML("<domainsnapshot><name>new</name></domainsnapshot>", 0)
+    with pytest.raises(EffectError, match="its snapshots changed since its state was kept"):
+        effects.undefine(uuid, directory)
+    assert dom.isPersistent() and [s.getName() for s in dom.listAllSnapshots(0)] == ["new"]
+
+
 def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
     conn: libvirt.virConnect, define: Define, effects: live.LiveEffects
 ) -> None:
@@ -283,6 +302,40 @@ def test_a_managed_save_libvirt_keeps_out_of_reach_is_never_discarded(
     with pytest.raises(EffectError, match="gained a managed-save image"):
         effects.undefine(uuid, directory)
     assert dom.isPersistent() and dom.hasManagedSaveImage(0)
+
+
+def test_a_managed_save_replaced_after_the_state_was_kept_stops_the_undefine(
+    tmp_path: pathlib.Path, conn: libvirt.virConnect, define: Define
+) -> None:
+    """Resumed and managed-saved again after keep_state: the kept image is the old RAM state.
+
+    docs/design.md rule 16: the undefine flags would delete the newer image, which the
+    quarantine does not hold.
+    """
+    saves = tmp_path / "save"
+    saves.mkdir()
+    (tmp_path / "instances").mkdir()
+    effects = live.LiveEffects(
+        URI,
+        str(tmp_path / "instances"),
+        str(tmp_path / "quarantine"),
+        swtpm_root=str(tmp_path / "swtpm"),
+        managed_save_dir=str(saves),
+    )
+    dom = define(running=True)
+    dom.managedSave()  # the test driver keeps no file: the QEMU driver's is put in place
+    image = saves / f"{dom.name()}.save"
+    image.write_bytes(b"LibvirtQemudSave first RAM state")
+    uuid = dom.UUIDString()
+    directory = effects.quarantine_dir(uuid, STAMP)
+    assert effects.keep_state(uuid, directory).managed_save
+    image.unlink()  # `virsh start` consumed it; `virsh managedsave` wrote a new one
+    image.write_bytes(b"LibvirtQemudSave second, newer RAM state")
+    with pytest.raises(EffectError, match="managed-save image changed since its state was kept"):
+        effects.undefine(uuid, directory)
+    effects.close()
+    assert dom.isPersistent() and dom.hasManagedSaveImage(0)
+    assert image.read_bytes().endswith(b"newer RAM state")
 
 
 def test_the_backing_chain_of_the_guests_own_disk_is_kept_and_a_volumes_is_not(

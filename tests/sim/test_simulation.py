@@ -213,15 +213,15 @@ def test_a_reap_that_keeps_no_backing_file_breaks_the_restore_invariant(monkeypa
 
 def test_a_purge_before_retention_breaks_the_restore_invariant(monkeypatch):
     monkeypatch.setattr(
-        retention, "expired", lambda journal, root, now, older_than: journal.quarantine()
+        retention, "expired", lambda journal, root, now, older_than, cycles: journal.quarantine()
     )
     found = first_violations(checks.RESTORE)
     assert found and "retention" in found[0].detail
 
 
 def test_a_purge_that_is_not_journaled_breaks_the_journal_invariant(monkeypatch):
-    def unjournaled(effects, journal, root, now, older_than, dry_run):
-        for entry in retention.expired(journal, root, now, older_than):
+    def unjournaled(effects, journal, root, now, older_than, dry_run, cycles):
+        for entry in retention.expired(journal, root, now, older_than, cycles):
             effects.purge(entry.uuid, entry.path)
         return []
 

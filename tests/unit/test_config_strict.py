@@ -448,3 +448,18 @@ def test_oslo_config_validator_reports_the_typos_we_refuse(tmp_path, text, repor
     done = validator(path)
     assert done.returncode == 1
     assert f"{reported} is not part of the sample config" in done.stderr
+
+
+def test_a_retention_no_date_can_hold_is_refused_before_any_cycle(tmp_path, capsys, world):
+    """``quarantine_retention_days = 3000000`` would crash every cycle after its steps ran.
+
+    docs/design.md rule 11: every value is validated before the first cycle (exit 2).
+    """
+    config_file = state_conf(tmp_path, "quarantine_retention_days = 3000000\n", "")
+    code, out, err = run(
+        capsys, "run", "--once", "--config-file", config_file, "--libvirt-uri", world
+    )
+    assert code == cli.EXIT_USAGE
+    assert len(err) == 1 and "quarantine_retention_days = 3000000 is not valid" in err[0]
+    assert out == ""
+    assert not (tmp_path / "state").exists()

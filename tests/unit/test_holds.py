@@ -160,6 +160,20 @@ SHELVED = Server(U, "vm", None, "SHELVED_OFFLOADED", "shelved_offloaded", None)
 DELETED = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, deleted=True)
 
 
+def test_a_define_that_brings_back_a_managed_save_is_refused_like_a_start():
+    """Restoring a managed-save image runs the guest paused: a second copy (rule 13)."""
+    verdict = restore_verdict(
+        U, ACTIVE_ELSEWHERE, None, start=False, force=False, reaped="T", saved_state=True
+    )
+    assert verdict.refusal and "managed-save" in verdict.refusal and "--force" in verdict.refusal
+    forced = restore_verdict(
+        U, ACTIVE_ELSEWHERE, None, start=False, force=True, reaped="T", saved_state=True
+    )
+    assert forced.refusal is None and forced.warning
+    gone = restore_verdict(U, DELETED, None, start=False, force=False, reaped="T", saved_state=True)
+    assert gone.refusal is None
+
+
 @pytest.mark.parametrize(
     ("words", "server", "error", "start", "force", "refused", "warned"),
     [

@@ -77,6 +77,9 @@ CORRUPTIONS = [
     ("a flag that is text", "files_moved", "yes"),
     ("a backing copy outside the directory", "kept.backing.0.kept", "../../etc/shadow"),
     ("a backing path that is a number", "kept.backing.0.path", 7),
+    # docs/design.md rule 9: restore would create the base at whatever path the manifest names.
+    ("a relative backing path", "kept.backing.0.path", "_base/abc"),
+    ("a backing path climbing out", "kept.backing.0.path", "/var/lib/nova/../../etc/x"),
     ("snapshots that are not a list", "kept.snapshots", 3),
     ("an unknown field", "surprise", 1),
 ]

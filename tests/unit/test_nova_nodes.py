@@ -103,3 +103,14 @@ def test_a_hypervisor_listing_failing_while_a_cell_is_down_names_the_cell(nova):
     nova.inject(Fault.SERVER_ERROR, times=5, path="/os-hypervisors")
     with pytest.raises(NovaCellDown, match="could not reach a cell"):
         nova_nodes.nodes_for(observer(nova), "cmp-1", "cmp-1.example.org")
+
+
+def test_a_compute_id_that_is_not_text_is_a_value_that_fails_not_a_crash(tmp_path):
+    """A binary (corrupt) compute_id is read as the garbage it is, so the check fails closed.
+
+    docs/design.md rules 9 and 10: no traceback; a compute_id naming no node is a mismatch.
+    """
+    (tmp_path / "compute_id").write_bytes(b"\xff\xfe\x00garbage")
+    found = nova_nodes.read_compute_id([str(tmp_path)])
+    (value,) = found.uuids.values()
+    assert value and value != "71d94ffd-8fab-463e-973f-a02dfa1ce9db"

@@ -14,7 +14,7 @@ import pathlib
 import pytest
 
 from nova_orphans import cli
-from nova_orphans.act import manifest
+from nova_orphans.act import manifest, quarantine
 from nova_orphans.act.manifest import BackingFile, Kept, Manifest
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
@@ -260,3 +260,28 @@ def test_a_refused_restore_is_journaled_as_failed(
         (intent,) = journal.history(OLD)
         assert (intent.step, intent.outcome) == ("restore", "failed")
         assert [e.uuid for e in journal.quarantine()] == [OLD]
+
+
+@pytest.mark.parametrize("days", ["nan", "inf", "1e10", "3000000"])
+def test_purge_older_than_no_time_can_hold_is_a_usage_error_and_purges_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    """``--older-than nan`` (or a span no date can hold) is bad input, not a traceback.
+
+    docs/design.md rule 9: one line, exit 2, nothing changed.
+    """
+    old = state.entry(OLD, 10, journal=True)
+    before = state.tree()
+    assert state.run("purge", "--older-than", days) == cli.EXIT_USAGE
+    line = _one_line(capsys)
+    assert line.startswith("nova-orphans: ") and "--older-than" in line
+    assert state.tree() == before and old.exists()
+
+
+def test_the_restore_guard_learns_of_a_managed_save_from_the_manifest(state: State) -> None:
+    """``restore`` tells Nova's check that bringing the entry back runs the guest (rule 13)."""
+    suspended = state.entry(OLD, 1, kept=Kept(managed_save=True))
+    plain = state.entry(YOUNG, 1)
+    for directory, uuid, expected in ((suspended, OLD, True), (plain, YOUNG, False)):
+        entry = QuarantineEntry(uuid, directory.name, "misplaced", str(directory), True, [])
+        assert quarantine.has_managed_save(entry) is expected
