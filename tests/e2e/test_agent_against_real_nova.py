@@ -694,7 +694,8 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
         assert d and d["kind"] == "misplaced" and d["why"].startswith("on hold: restored"), d
         assert cycle.steps(migrated) == []
         assert harness.domain_state(migrated) == "running"
-    assert len(agent.history(migrated)) == 2  # the stop and the reap, nothing since
+    # The stop, the reap and the operator's restore; nothing since.
+    assert [s["step"] for s in agent.history(migrated)] == ["restore", "reap", "stop"]
 
     agent.release(migrated)
     (step,) = agent.cycle(expect=EXIT_ACTED).steps(migrated)  # a fresh finding again
