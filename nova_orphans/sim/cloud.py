@@ -48,6 +48,8 @@ class Cloud:
         self.nova.add_compute(HOST, cell=CELLS[HOST])
         self.nova.add_compute(OTHER, cell=CELLS[OTHER])
         self.hv = SimulatedHost(HOST)
+        #: The other compute's libvirt, which a wrong ``connection_uri`` reads (see ``mirror``).
+        self.other_hv = SimulatedHost(OTHER)
         #: Rows ``archive`` removed, kept so that a database restore can bring them back.
         self.archived: dict[str, SimServer] = {}
         #: Migrations still running, and evacuations/resizes not cleaned up, by UUID.
@@ -145,6 +147,21 @@ class Cloud:
             and uuid not in self.hv.domains
             and uuid not in self.hv.quarantine
         )
+
+    def mirror(self) -> SimulatedHost:
+        """The other compute's libvirt as it is now: a running guest for every server Nova
+        places there (its copies of servers that once ran here included), nothing else."""
+        there = {
+            row.uuid: row
+            for row in self.nova.servers.values()
+            if not row.deleted and row.host == OTHER
+        }
+        for uuid in set(self.other_hv.domains) - set(there):
+            self.other_hv.remove(uuid)
+        for uuid, row in there.items():
+            if uuid not in self.other_hv.domains:
+                self.other_hv.define(uuid, row.name, nova=True, running=True)
+        return self.other_hv
 
     # --- operations ------------------------------------------------------------------------
 
