@@ -107,7 +107,8 @@ def _summary(
                      f"{c.identity_refused} cycles refused for identity), "
                      f"{c.dry_runs_beside} dry runs beside the live agent, "
                      f"{c.second_agents_refused} second agents refused, "
-                     f"{c.clock_steps} clock steps"),
+                     f"{c.clock_steps} clock steps; {c.restores} restores "
+                     f"({c.restores_refused} refused), {c.releases} releases"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),
     ]  # fmt: skip

@@ -39,6 +39,11 @@
     stays on true time, no guest is stopped or undefined before ``grace_period`` of
     true time has passed since its grace started, nor undefined before ``reap_delay``
     of true time has passed since it was first seen stopped (see ``TimeCheck``).
+12. **hold** — no stop, undefine or file move of a guest on hold (docs/design.md rule
+    12: started by someone else after the agent stopped it, or restored), until the
+    operator releases it.
+13. **single copy** — no operator restore, through the product's restore decision,
+    starts the guest while Nova has a live record of that server on any host.
 
 Invariant 1 is judged on the hypervisor the call truly changes: an agent configured
 with another compute's ``host``, or reading another compute's libvirt, that acted
@@ -65,6 +70,7 @@ from nova_orphans.sim.truth import ORPHANS, Truth, lost, still_managed, truth_of
 SAFETY, LIVENESS, RESTORE, JOURNAL = "1-safety", "2-liveness", "3-restore", "4-journal"
 DRY_RUN, CLASSIFICATION, CAP = "5-dry-run", "6-classification", "7-cap"
 CONFIG, DRY_APART, LOCK, TIME = "8-config", "9-dry-run-apart", "10-one-agent", "11-time"
+HOLD, SINGLE_COPY = "12-hold", "13-single-copy"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -516,11 +516,26 @@ class Cloud:
         return True
 
     def quarantine_restore(self, label: str, arg: str) -> bool:
-        """The operator runs ``restore`` on a guest the agent reaped."""
+        """The operator's ``restore`` of a guest the agent reaped defines it ("start": starts it).
+
+        NOTE: ``Run`` plays the operator's restore through the product's restore
+        decision, which calls this to define the guest once Nova allows it.
+        """
         uuid = uuid_of(label)
         if uuid in self.hv.domains or uuid not in self.hv.quarantine:
             return False
         self.hv.restore(uuid)
+        if arg == "start":
+            self.hv.change(uuid, state=RUNNING)
+        return True
+
+    def virsh_start(self, label: str, arg: str) -> bool:
+        """The operator starts a stopped guest by hand (``virsh start``)."""
+        uuid = uuid_of(label)
+        domain = self.hv.domains.get(uuid)
+        if domain is None or domain.is_active or not domain.persistent:
+            return False
+        self.hv.change(uuid, state=RUNNING)
         return True
 
 
@@ -531,7 +546,8 @@ OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
         "reclaim", "archive", "db_restore", "live_migrate", "migrate_in", "migration_ends",
         "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
         "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
-        "corrupt", "vanish", "migrate_back", "quarantine_restore", "suspend", "snapshot",
+        "corrupt", "vanish", "migrate_back", "quarantine_restore", "virsh_start", "suspend",
+        "snapshot",
         "image_cache",
     )
 }  # fmt: skip

@@ -64,6 +64,12 @@ def _resized(c: Cloud, label: str) -> bool:
     return uuid_of(label) in c.resizes
 
 
+def _stopped_orphan(c: Cloud, label: str) -> bool:
+    domain = c.hv.domains.get(uuid_of(label))
+    row = c.live(label)
+    return domain is not None and not domain.is_active and (row is None or row.host != HOST)
+
+
 def _reaped(c: Cloud, label: str) -> bool:
     uuid = uuid_of(label)
     return uuid in c.hv.quarantine and uuid not in c.hv.domains
@@ -99,7 +105,8 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "lose": (0.4, _idle_here, ("",)),
     "toggle": (2, _domain, ("",)),
     "corrupt": (0.4, _domain, ("",)),
-    "quarantine_restore": (2, _reaped, ("",)),
+    "quarantine_restore": (2, _reaped, ("", "", "start")),
+    "virsh_start": (1.5, _stopped_orphan, ("",)),
     "suspend": (2, _idle_here, ("",)),
     "snapshot": (1.5, _domain, ("",)),
     "image_cache": (1.5, None, ("",)),
@@ -116,7 +123,8 @@ FAULT_NAMES = (
     + tuple(f"race:{r}" for r in _RACES)
     + tuple(f"fail:{m}" for m in _FAILING)
     + tuple(f"operator:{o}" for o in ("wrong-host", "wrong-libvirt", "typo", "dry-run",
-                                       "second-agent", "clock-forward", "clock-back"))
+                                       "second-agent", "clock-forward", "clock-back",
+                                       "virsh-start", "restore-start", "release"))
 )  # fmt: skip
 
 
@@ -198,6 +206,10 @@ class Generator:
             op = self.rng.choices(names, weights)[0]
             _, test, args = OPS[op]
             arg = self.rng.choice(args)
+            if op == "virsh_start" and "operator:virsh-start" in self.exclude:
+                continue
+            if arg == "start" and "operator:restore-start" in self.exclude:
+                arg = ""
             if op == "foreign":
                 self._foreign += 1
                 return op, f"f{self._foreign}", arg
@@ -264,6 +276,7 @@ class Operator:
         self.typo = rng.choice(sorted(TYPOS)) if on("typo", 0.12) else None
         self.dry_runs = 0.15 if on("dry-run", 0.2) else 0.0
         self.second_agents = 0.1 if on("second-agent", 0.15) else 0.0
+        self.releases = 0.15 if on("release", 0.3) else 0.0
         self.forward = 0.12 if on("clock-forward", 0.15) else 0.0
         self.back = 0.08 if on("clock-back", 0.1) else 0.0
         self.edit_at = {rng.randint(2, 15): "wrong"} if self.wrong and not self.whole else {}
@@ -295,3 +308,5 @@ class Operator:
             yield Event(at, "dry_run")
         if rng.random() < self.second_agents:
             yield Event(at, "second_agent")
+        if rng.random() < self.releases:
+            yield Event(at, "release")

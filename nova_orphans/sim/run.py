@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from nova_orphans.act import restore
 from nova_orphans.act.actuator import Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.recording import RecordingEffects
@@ -18,10 +19,16 @@ from nova_orphans.core.decide import Plan
 from nova_orphans.demo.simnova import Fault
 from nova_orphans.observe.errors import HypervisorError
 from nova_orphans.observe.nova import NovaObserver, default_retry
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, JournalLocked, refuse_if_held
+from nova_orphans.record.journal import (
+    STAMP_FORMAT,
+    Journal,
+    JournalLocked,
+    QuarantineEntry,
+    refuse_if_held,
+)
 from nova_orphans.sim import checks, operator
 from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, OTHER, Cloud, uuid_of
-from nova_orphans.sim.effects import CheckedEffects, Crash
+from nova_orphans.sim.effects import DESTRUCTIVE, CheckedEffects, Crash
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
 #: Where journals and quarantines go: memory-backed when the machine has it.
@@ -32,8 +39,10 @@ RACES = {"vanish": "vanish", "db_restore": "db_restore", "migrate": "migrate_bac
 #: "config" edits the config and restarts the agent (``operator.Config.edited``);
 #: "dry_run" runs one dry-run cycle beside the live agent; "second_agent" starts a
 #: second live agent on the same journal; "clock" steps the agent's wall clock by
-#: ``arg`` seconds (NTP), Nova's timestamps staying on true time.
-OPERATOR_OPS = frozenset({"config", "dry_run", "second_agent", "clock"})
+#: ``arg`` seconds (NTP), Nova's timestamps staying on true time; "release" releases the
+#: guest longest on hold. (The operator's ``restore`` is the op "quarantine_restore", its
+#: ``virsh start`` the cloud's "virsh_start".)
+OPERATOR_OPS = frozenset({"config", "dry_run", "second_agent", "clock", "release"})
 
 
 class WatchedAgent(Agent):
@@ -85,6 +94,9 @@ class Counters:
     dry_runs_beside: int = 0
     second_agents_refused: int = 0
     clock_steps: int = 0
+    restores: int = 0
+    restores_refused: int = 0
+    releases: int = 0
     violations: int = 0
 
     def add(self, other: Counters) -> None:
@@ -221,17 +233,52 @@ class Run:
             self.counters.events_applied += 1
             self._operator(event)
             return
+        if event.op == "quarantine_restore":
+            self.counters.events_applied += self._operator_restore(event.label, event.arg)
+            return
         if self.cloud.apply(event.op, event.label, event.arg):
             self.counters.events_applied += 1
-            if event.op == "quarantine_restore":
-                self._operator_restored(event.label)
 
-    def _operator_restored(self, label: str) -> None:
-        """``nova-orphans restore`` closes the journal entry; check what came back."""
-        uuid = uuid_of(label)
+    def _operator_restore(self, label: str, arg: str) -> bool:
+        """``nova-orphans restore [--start]`` through the product's restore decision.
+
+        Invariant 13: a restore that starts the guest while Nova has a live record of
+        the server (on any host) starts a second copy.
+        """
+        uuid, start = uuid_of(label), arg == "start"
         entries = [e for e in self.journal.quarantine() if e.uuid == uuid]
-        if entries:
-            self.journal.close_quarantine(entries[-1], "restored_at", self.cloud.now)
+        if not entries or uuid in self.cloud.hv.domains or uuid not in self.cloud.hv.quarantine:
+            return False
+
+        def define(entry: QuarantineEntry, start: bool) -> str:
+            self.cloud.apply("quarantine_restore", label, "start" if start else "")
+            return "defined" + ("; started" if start else "")
+
+        try:
+            restore.restore(
+                entries[-1],
+                nova=self.observer,
+                host=HOST,
+                journal=self.journal,
+                define=define,
+                now=self.agent_clock(),
+                start=start,
+            )
+        except restore.RestoreRefused:
+            self.counters.restores_refused += 1
+            return False
+        self.counters.restores += 1
+        row = self.cloud.nova.servers.get(uuid)
+        if start and row is not None and not row.deleted:
+            self._violation(
+                checks.SINGLE_COPY,
+                f"restore --start of {label} while Nova has it on {row.host} ({row.vm_state})",
+            )
+        self._check_restored(label, uuid)
+        return True
+
+    def _check_restored(self, label: str, uuid: str) -> None:
+        """Invariant 3 at the operator's restore: the XML and files came back."""
         was = self.checked.reaped.pop(uuid, None)
         if was is not None and (
             self.cloud.hv.xml.get(uuid) != was.xml or self.cloud.hv.files.get(uuid) != was.files
@@ -258,6 +305,15 @@ class Run:
             self._dry_run_beside()
         elif event.op == "second_agent":
             self._second_agent()
+        elif event.op == "release":
+            self._release()
+
+    def _release(self) -> None:
+        """``nova-orphans release UUID`` of the guest longest on hold (if any)."""
+        holds = sorted(self.journal.holds().values(), key=lambda h: (h.since, h.uuid))
+        if holds:
+            self.counters.releases += 1
+            self.journal.release(holds[0].uuid, self.agent_clock())
 
     def _dry_run_beside(self) -> None:
         """``run --once --dry-run`` beside the live agent: its own journal, one cycle."""
@@ -440,6 +496,9 @@ class Run:
 
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
         found = checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
+        if method in DESTRUCTIVE and self.journal.hold_of(uuid) is not None:
+            label = self.cloud.labels.get(uuid, uuid)
+            found.append((checks.HOLD, f"{method} of {label}, on hold"))
         return found + self.time.check(self.cloud, method, uuid)
 
     def _other_effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
