@@ -16,6 +16,7 @@ from nova_orphans.act.effects import Effects
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core.decide import Plan
+from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.demo.simnova import Fault
 from nova_orphans.observe.errors import HypervisorError
 from nova_orphans.observe.nova import NovaObserver, default_retry
@@ -138,6 +139,12 @@ class Run:
         self.time = checks.TimeCheck(setup)
         #: True time of each reap, by (UUID, quarantine stamp on the agent's clock).
         self._reaped_at: dict[tuple[str, str], datetime.datetime] = {}
+        #: Invariant 12, kept apart from the product's own holds: guests the agent
+        #: stopped, those the operator started since (held once a cycle sees them
+        #: running), and every guest on hold by the operator's doing until released.
+        self._agent_stopped: set[str] = set()
+        self._started_by_operator: set[str] = set()
+        self.held: set[str] = set()
         retry: Callable[[Callable[[], Any]], Any] = (
             default_retry(setup.retry_attempts, 0.0)
             if setup.retry_attempts > 1
@@ -192,6 +199,7 @@ class Run:
             quarantine_root=self.quarantine_root,
             deny=self.loaded.deny,
             dry_run=dry_run,
+            live_journal_path=self.loaded.journal if journal is not None else None,
             clock=self.agent_clock,
             retention=datetime.timedelta(seconds=self.setup.retention),
         )
@@ -238,6 +246,8 @@ class Run:
             return
         if self.cloud.apply(event.op, event.label, event.arg):
             self.counters.events_applied += 1
+            if event.op == "virsh_start" and uuid_of(event.label) in self._agent_stopped:
+                self._started_by_operator.add(uuid_of(event.label))
 
     def _operator_restore(self, label: str, arg: str) -> bool:
         """``nova-orphans restore [--start]`` through the product's restore decision.
@@ -268,6 +278,7 @@ class Run:
             self.counters.restores_refused += 1
             return False
         self.counters.restores += 1
+        self.held.add(uuid)
         row = self.cloud.nova.servers.get(uuid)
         if start and row is not None and not row.deleted:
             self._violation(
@@ -314,6 +325,7 @@ class Run:
         if holds:
             self.counters.releases += 1
             self.journal.release(holds[0].uuid, self.agent_clock())
+            self.held.discard(holds[0].uuid)
 
     def _dry_run_beside(self) -> None:
         """``run --once --dry-run`` beside the live agent: its own journal, one cycle."""
@@ -367,6 +379,11 @@ class Run:
             self.liveness.excuse(None, self.cloud.now)
             return
         truth, lost = checks.truth_now(self.cloud, self.deny)
+        for uuid in self._started_by_operator:
+            domain = self.cloud.hv.domains.get(uuid)
+            if domain is not None and domain.is_active:
+                self.held.add(uuid)
+        self._started_by_operator = set()
         self._arm(cycle)
         calls_before = self.checked.total_calls + self.other_checked.total_calls
         result: CycleResult | None = None
@@ -386,6 +403,9 @@ class Run:
         if result is not None and result.error and self.edits.wrong_view:
             self.counters.identity_refused += 1
         self._count(result)
+        for o in result.outcomes if result else ():
+            if o.step is PolicyStep.STOP and o.outcome == "done" and not o.dry_run:
+                self._agent_stopped.add(o.uuid)
         self.records.append(
             CycleRecord(
                 self._index,
@@ -496,7 +516,7 @@ class Run:
 
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
         found = checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
-        if method in DESTRUCTIVE and self.journal.hold_of(uuid) is not None:
+        if method in DESTRUCTIVE and uuid in self.held:
             label = self.cloud.labels.get(uuid, uuid)
             found.append((checks.HOLD, f"{method} of {label}, on hold"))
         return found + self.time.check(self.cloud, method, uuid)

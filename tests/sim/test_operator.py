@@ -10,12 +10,16 @@ import dataclasses
 
 import pytest
 
+import nova_orphans.agent as agent_module
 from nova_orphans import conf as config
 from nova_orphans import config_check, pipeline
+from nova_orphans.act import restore as restore_module
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import identity
+from nova_orphans.core.holds import Hold
 from nova_orphans.core.policy import Policy
 from nova_orphans.record import lock
+from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, operator, runner
 from nova_orphans.sim.cloud import OTHER
 from nova_orphans.sim.generate import FAULT_NAMES, Generator
@@ -336,3 +340,77 @@ def test_a_clock_stepped_forward_does_not_purge_a_quarantine_early():
 def test_the_gaps_are_what_the_invariants_say():
     assert invariants(runner.replay(DELETED_AFTER_A_FORWARD_STEP)) == {checks.TIME}
     assert invariants(runner.replay(PURGE_AFTER_A_FORWARD_STEP)) == {checks.RESTORE}
+
+
+# --- the operator's decision: virsh start, restore, release ----------------------------------
+
+#: The agent stops a deleted guest; the operator starts it again by hand; later releases it.
+STARTED_BY_HAND = history(
+    Setup(interval=60.0, actions=(("deleted", "stop"),)),
+    Event(1.0, "boot_here", "s1"),
+    Event(2.0, "boot_here", "s2"),
+    Event(3.0, "local_delete", "s2"),
+    Cycle(60.0),
+    Event(70.0, "virsh_start", "s2"),
+    *cycles(2, 5),
+)
+
+
+def test_a_guest_the_operator_started_again_is_held_and_left_alone():
+    result = runner.replay(STARTED_BY_HAND)
+    assert result.violations == []
+    assert result.counters.stops == 1
+
+
+def test_once_released_the_guest_is_an_orphan_again():
+    released = dataclasses.replace(
+        STARTED_BY_HAND, steps=(*STARTED_BY_HAND.steps, Event(301.0, "release"), *cycles(6, 8))
+    )
+    result = runner.replay(released)
+    assert result.violations == []
+    assert result.counters.releases == 1 and result.counters.stops == 2
+
+
+def test_an_agent_that_ignores_the_operators_start_breaks_the_hold_invariant(monkeypatch):
+    monkeypatch.setattr(agent_module, "started_by_someone_else", lambda *args: {})
+    found = runner.replay(STARTED_BY_HAND).violations
+    assert [v.invariant for v in found] == [checks.HOLD]
+    assert "stop of s2, on hold" in found[0].detail
+
+
+#: A guest left running here after an evacuation is reaped; the operator restores it with
+#: --start while Nova runs the server on the other compute.
+RESTORE_WHILE_NOVA_RUNS_IT = history(
+    Setup(interval=60.0, actions=(("misplaced", "reap"),)),
+    Event(1.0, "boot_here", "s1"),
+    Event(2.0, "boot_here", "s2"),
+    Event(3.0, "evacuate", "s2", "running"),
+    *cycles(1, 3),
+    Event(200.0, "quarantine_restore", "s2", "start"),
+    Event(201.0, "quarantine_restore", "s2", ""),
+    *cycles(4, 6),
+)
+
+
+def test_restore_start_of_a_server_nova_runs_is_refused_and_a_plain_restore_is_held():
+    result = runner.replay(RESTORE_WHILE_NOVA_RUNS_IT)
+    assert result.violations == []
+    assert result.counters.restores_refused == 1 and result.counters.restores == 1
+    assert result.counters.reaps == 1  # the restored guest is held: not reaped again
+
+
+def test_a_restore_that_does_not_ask_nova_breaks_the_single_copy_invariant(monkeypatch):
+    real = restore_module.restore_verdict
+
+    def never_asks(uuid, server, nova_error, **kwargs):  # type: ignore[no-untyped-def]
+        return real(uuid, None, None, **kwargs)
+
+    monkeypatch.setattr(restore_module, "restore_verdict", never_asks)
+    assert checks.SINGLE_COPY in invariants(runner.replay(RESTORE_WHILE_NOVA_RUNS_IT))
+
+
+def test_a_restore_that_puts_no_hold_breaks_the_hold_invariant(monkeypatch):
+    monkeypatch.setattr(Journal, "hold", lambda self, uuid, reason, now: Hold(uuid, now, reason))
+    monkeypatch.setattr(Journal, "hold_of", lambda self, uuid: None)
+    monkeypatch.setattr(Journal, "holds", lambda self: {})
+    assert checks.HOLD in invariants(runner.replay(RESTORE_WHILE_NOVA_RUNS_IT))
