@@ -326,6 +326,7 @@ class Run:
             self.counters.releases += 1
             self.journal.release(holds[0].uuid, self.agent_clock())
             self.held.discard(holds[0].uuid)
+            self._agent_stopped.discard(holds[0].uuid)
 
     def _dry_run_beside(self) -> None:
         """``run --once --dry-run`` beside the live agent: its own journal, one cycle."""
@@ -379,11 +380,6 @@ class Run:
             self.liveness.excuse(None, self.cloud.now)
             return
         truth, lost = checks.truth_now(self.cloud, self.deny)
-        for uuid in self._started_by_operator:
-            domain = self.cloud.hv.domains.get(uuid)
-            if domain is not None and domain.is_active:
-                self.held.add(uuid)
-        self._started_by_operator = set()
         self._arm(cycle)
         calls_before = self.checked.total_calls + self.other_checked.total_calls
         result: CycleResult | None = None
@@ -403,9 +399,14 @@ class Run:
         if result is not None and result.error and self.edits.wrong_view:
             self.counters.identity_refused += 1
         self._count(result)
+        self._held_after(result.plan if result else plan)
         for o in result.outcomes if result else ():
+            # NOTE: as rule 12 reads: the agent's *last* step was a stop, and no release
+            # came after it.
             if o.step is PolicyStep.STOP and o.outcome == "done" and not o.dry_run:
                 self._agent_stopped.add(o.uuid)
+            elif o.outcome == "done" and not o.dry_run:
+                self._agent_stopped.discard(o.uuid)
         self.records.append(
             CycleRecord(
                 self._index,
@@ -436,6 +437,24 @@ class Run:
         c.brakes += bool(result.plan and result.plan.brake)
         c.skipped += sum(o.outcome == "skipped" for o in result.outcomes)
         c.failed += sum(o.outcome == "failed" for o in result.outcomes)
+
+    def _seen_running(self, plan: Plan | None) -> set[str]:
+        """The guests the operator started that ``plan``'s scan saw running (rule 12)."""
+        if plan is None:
+            return set()
+        return {
+            d.finding.uuid
+            for d in plan.decisions
+            if d.finding.uuid in self._started_by_operator
+            and d.finding.domain is not None
+            and d.finding.domain.is_active
+        }
+
+    def _held_after(self, plan: Plan | None) -> None:
+        """A guest the operator started is on hold once a cycle's scan has seen it running."""
+        if plan is not None:
+            self.held |= self._seen_running(plan)
+            self._started_by_operator = set()
 
     def _restart(self) -> None:
         """The agent died or was restarted: a new process opens the same journal and
@@ -516,7 +535,8 @@ class Run:
 
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
         found = checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
-        if method in DESTRUCTIVE and uuid in self.held:
+        last_plan = self.agent.last_plan if self.agent is not None else None
+        if method in DESTRUCTIVE and (uuid in self.held or uuid in self._seen_running(last_plan)):
             label = self.cloud.labels.get(uuid, uuid)
             found.append((checks.HOLD, f"{method} of {label}, on hold"))
         return found + self.time.check(self.cloud, method, uuid)
