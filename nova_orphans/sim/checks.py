@@ -408,10 +408,10 @@ class TimeCheck:
     guest was first seen stopped (I of tolerance: the first sighting may come up to
     one interval after the reference).
 
-    Known gaps it finds (strict xfails in tests/sim/test_operator.py): for ``deleted``
+    A known gap it finds (a strict xfail in tests/sim/test_operator.py): for ``deleted``
     the grace left at the first sighting, g, is the agent's clock minus Nova's deletion
-    time, so a clock stepped forward before the first sighting shortens it by the step;
-    and quarantine retention counts the wall clock only (invariant 3 on true time).
+    time, so a clock stepped forward before the first sighting shortens it by the step.
+    (Retention is judged by invariant 3 on true time as well.)
     """
 
     def __init__(self, setup: Setup) -> None:
