@@ -415,10 +415,16 @@ class Journal:
         return {r[0]: int(r[1]) for r in rows}
 
     def last_live_steps(self) -> dict[str, LastStep]:
-        """Each guest's last completed (outcome ``done``) live step."""
+        """Each guest's last completed (outcome ``done``) live step on the guest itself.
+
+        NOTE: a retention purge deletes an old quarantine directory, not the guest: a
+        purge of a reap that stopped before the undefine (the guest stayed defined,
+        stopped) must not hide the agent's stop, or the operator's start after it
+        would not put the guest on hold (docs/design.md rule 12).
+        """
         rows = self._execute(
             "SELECT uuid, step, finished_at, id FROM intents WHERE id IN (SELECT MAX(id) FROM "
-            "intents WHERE dry_run = 0 AND outcome = 'done' GROUP BY uuid)"
+            "intents WHERE dry_run = 0 AND outcome = 'done' AND step != 'purge' GROUP BY uuid)"
         )
         return {r[0]: LastStep(r[1], _time(r[2]), r[3]) for r in rows}  # type: ignore[arg-type]
 

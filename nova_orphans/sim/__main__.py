@@ -102,6 +102,13 @@ def _summary(
         ("actions taken", f"{c.stops + c.reaps + c.purges} ({c.stops} stops, {c.reaps} reaps, "
                           f"{c.purges} retention purges; "
                           f"{c.skipped} steps skipped on re-verification, {c.failed} failed)"),
+        ("operator", f"{c.config_edits} config edits ({c.configs_refused} typo'd configs "
+                     f"refused, {c.cycles_not_running} cycles without an agent; "
+                     f"{c.identity_refused} cycles refused for identity), "
+                     f"{c.dry_runs_beside} dry runs beside the live agent, "
+                     f"{c.second_agents_refused} second agents refused, "
+                     f"{c.clock_steps} clock steps; {c.restores} restores "
+                     f"({c.restores_refused} refused), {c.releases} releases"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),
     ]  # fmt: skip

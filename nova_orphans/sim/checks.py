@@ -25,6 +25,29 @@
 6. **classification** — in a cycle where no injected fault reached the scan, every
    finding's kind (and every guest without a finding) agrees with the ground truth.
 7. **cap** — no cycle touches more guests than ``max_actions_per_cycle``.
+8. **config** — every agent start loads the operator's config file (the setup rendered
+   as INI text, see ``sim.operator``) with the product's strict loader: a file with a
+   typo'd key or a bad value is refused, so no agent runs until the operator writes a
+   correct one, and a file that loads gives the agent exactly the host, libvirt URI,
+   policy and deny list written in it (a typo never silently changes behaviour).
+9. **dry run apart** — a dry run beside the live agent (its own journal, as
+   ``run --dry-run`` keeps) never changes the live journal's sightings, intents or
+   quarantine entries.
+10. **one live agent** — a second live agent started on the live agent's journal is
+    refused by the lock, every time.
+11. **time** — with the agent's wall clock stepped forward or back (NTP) while Nova
+    stays on true time, no guest is stopped or undefined before ``grace_period`` of
+    true time has passed since its grace started, nor undefined before ``reap_delay``
+    of true time has passed since it was first seen stopped (see ``TimeCheck``).
+12. **hold** — no stop, undefine or file move of a guest on hold (docs/design.md rule
+    12: started by someone else after the agent stopped it, or restored), until the
+    operator releases it.
+13. **single copy** — no operator restore, through the product's restore decision,
+    starts the guest while Nova has a live record of that server on any host.
+
+Invariant 1 is judged on the hypervisor the call truly changes: an agent configured
+with another compute's ``host``, or reading another compute's libvirt, that acted
+would be caught there.
 """
 
 from __future__ import annotations
@@ -40,11 +63,14 @@ from nova_orphans.demo.simhost import Quarantined, SimulatedHost
 from nova_orphans.record.journal import STAMP_FORMAT, Journal
 from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped
+from nova_orphans.sim.operator import URIS, Config, Loaded
 from nova_orphans.sim.steps import Setup
 from nova_orphans.sim.truth import ORPHANS, Truth, lost, still_managed, truth_of
 
 SAFETY, LIVENESS, RESTORE, JOURNAL = "1-safety", "2-liveness", "3-restore", "4-journal"
 DRY_RUN, CLASSIFICATION, CAP = "5-dry-run", "6-classification", "7-cap"
+CONFIG, DRY_APART, LOCK, TIME = "8-config", "9-dry-run-apart", "10-one-agent", "11-time"
+HOLD, SINGLE_COPY = "12-hold", "13-single-copy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,18 +92,23 @@ def effect_check(
     method: str,
     uuid: str,
     domain: Domain,
+    host: str = HOST,
 ) -> list[tuple[str, str]]:
-    """Invariants 1 and 4 for one destructive call about to run (see ``CheckedEffects``)."""
+    """Invariants 1 and 4 for one destructive call about to run (see ``CheckedEffects``).
+
+    ``host``: the hypervisor whose libvirt the call changes, whatever host the agent
+    believes it is on (a wrong ``host`` or ``connection_uri`` is judged by the truth).
+    """
     label = cloud.labels.get(uuid, uuid)
     deny, policy = setup.deny(), setup.policy()
     found: list[tuple[str, str]] = []
-    why = still_managed(cloud, domain, deny.covers(domain))
+    why = still_managed(cloud, domain, deny.covers(domain), host)
     if why:
-        found.append((SAFETY, f"{method} of {label} while Nova still manages it: {why}"))
+        found.append((SAFETY, f"{method} of {label} while Nova still manages it ({host}): {why}"))
     hidden = _hidden_by_a_down_cell(cloud, uuid)
     if hidden:
         found.append((SAFETY, f"{method} of {label} while {hidden}"))
-    truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
+    truth = truth_of(cloud, domain, deny.covers(domain), any_host=True, host=host)
     if truth in ORPHANS:
         action = policy.action_for(Kind(truth.value))
         allowed = policy.allow.empty or policy.allow.covers(domain)
@@ -86,10 +117,8 @@ def effect_check(
                 (SAFETY, f"{method} of {label}, truly {truth.value}, which the operator "
                          f"allowed only to {'nothing' if not allowed else action.value}")
             )  # fmt: skip
-    if method == "move_instance_files":
-        truth = truth_of(cloud, domain, deny.covers(domain), any_host=True)
-        if truth not in (Truth.DELETED, Truth.UNKNOWN):
-            found.append((SAFETY, f"moved the instance files of {label}, a {truth.value} guest"))
+    if method == "move_instance_files" and truth not in (Truth.DELETED, Truth.UNKNOWN):
+        found.append((SAFETY, f"moved the instance files of {label}, a {truth.value} guest"))
     if not any(i.uuid == uuid for i in journal.open_intents()):
         found.append((JOURNAL, f"{method} of {label} without an open intent"))
     return found
@@ -101,11 +130,18 @@ def purge_check(
     now: datetime.datetime,
     uuid: str,
     directory: str,
+    reaped_at: datetime.datetime | None = None,
 ) -> list[tuple[str, str]]:
-    """Invariants 3 and 4 for one purge about to run."""
+    """Invariants 3 and 4 for one purge about to run at true time ``now``.
+
+    ``reaped_at``: the true time of the reap (the directory's stamp is on the agent's
+    clock, which may have been stepped); by default read from the stamp.
+    """
     found = []
     stamp = directory.rstrip("/").rsplit("/", 1)[-1]
-    reaped = datetime.datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    reaped = reaped_at or datetime.datetime.strptime(stamp, STAMP_FORMAT).replace(
+        tzinfo=datetime.timezone.utc
+    )
     if not retention or now - reaped < retention:
         found.append(
             (RESTORE, f"purged {directory} reaped {now - reaped} ago, retention {retention}")
@@ -245,7 +281,9 @@ class Liveness:
     The cycles grace_period and reap_delay also need (docs/design.md rule 15: ⌈G/I⌉
     cycles from the first sighting, ⌈R/I⌉ cycles seen stopped) end, with cycles every
     I, at the first cycle at or after the wall-clock delay, so they fit the same budget;
-    the simulation's clock never steps.
+    the agent's clock stepped back (invariant 11's histories) excuses every guest until
+    true time has caught up with the step, and delays every deadline by as much as the
+    clock is behind.
     """
 
     def __init__(self, setup: Setup) -> None:
@@ -285,9 +323,15 @@ class Liveness:
             truth, _ = truth_now(cloud, self.deny)
             self.excuse((u for u, t in truth.items() if seen.get(u) != t.value), now)
 
-    def check(self, cloud: Cloud) -> list[str]:
-        """Episodes past their deadline, each reported once."""
+    def check(self, cloud: Cloud, behind: float = 0.0) -> list[str]:
+        """Episodes past their deadline, each reported once.
+
+        ``behind``: seconds the agent's clock is behind true time (a clock stepped
+        back): a ``deleted`` guest's grace runs from Nova's deletion time, on true
+        time, so the agent rightly waits that much longer.
+        """
         now, late = cloud.now, []
+        lag = datetime.timedelta(seconds=max(0.0, behind))
         current: dict[str, _Episode] = {}
         for domain in cloud.hv.domains.values():
             truth = truth_of(cloud, domain, self.deny.covers(domain))
@@ -305,7 +349,7 @@ class Liveness:
             start = max(
                 episode.start, self.excused.get(domain.uuid, episode.start), self.all_excused
             )
-            deadline = start + self.budget[action]
+            deadline = start + self.budget[action] + lag
             if now > deadline and not episode.reported:
                 episode.reported = True
                 late.append(
@@ -315,3 +359,105 @@ class Liveness:
                 )
         self.episodes = current
         return late
+
+
+def config_loaded(setup: Setup, edits: Config, loaded: Loaded) -> list[str]:
+    """Invariant 8 for a config file the loader accepted."""
+    if edits.typo is not None:
+        return [f"a config with typo {edits.typo!r} loaded: an agent would run with it"]
+    wanted = setup.policy()
+    wanted = dataclasses.replace(wanted, actions={k: wanted.action_for(k) for k in _CONFIGURABLE})
+    problems = []
+    if loaded.policy != wanted:
+        problems.append(f"the loaded policy {loaded.policy} is not the config's {wanted}")
+    if loaded.deny != setup.deny():
+        problems.append(f"the loaded deny list {loaded.deny} is not the config's")
+    if (loaded.host, loaded.libvirt_uri) != (edits.host, URIS[edits.libvirt]):
+        problems.append(f"the agent runs as {loaded.host} on {loaded.libvirt_uri}")
+    return problems
+
+
+_CONFIGURABLE = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
+
+
+def journal_state(journal: Journal) -> tuple[object, ...]:
+    """What a dry run beside the live agent must leave unchanged (invariant 9)."""
+    intents = journal.history(limit=1_000_000)
+    return (
+        journal.sightings(),
+        [(i.id, i.step, i.uuid, i.outcome) for i in intents],
+        journal.quarantine(include_done=True),
+    )
+
+
+class TimeCheck:
+    """Invariant 11: grace_period and reap_delay last in true time, whatever the clock says.
+
+    The references are taken on true time, at each cycle (what any agent could have
+    seen): a guest's grace starts at Nova's deletion time for ``deleted`` (the rule's
+    own start, docs/design.md rule 4), otherwise at the first cycle from which the
+    guest was continuously of its current orphan kind; its stop starts at the first
+    cycle from which it was continuously not running. The bound, from rule 15 as
+    ``core.decide`` and ``core.sightings`` implement it: the agent needs
+    ⌈g/I⌉ counted cycles after its first sighting (g: the grace left then, on its
+    clock) and ⌈R/I⌉ counted cycles seen stopped, and a sighting counts only at least
+    I/2 after the previous one on its clock; the simulation's cycles come every I of
+    true time and a counted sighting is a different cycle, so n counted cycles span
+    at least n·I of true time whatever the clock did. Hence a stop or undefine comes
+    at least G - I after the grace started, and an undefine at least R - I after the
+    guest was first seen stopped (I of tolerance: the first sighting may come up to
+    one interval after the reference).
+
+    A known gap it finds (a strict xfail in tests/sim/test_operator.py): for ``deleted``
+    the grace left at the first sighting, g, is the agent's clock minus Nova's deletion
+    time, so a clock stepped forward before the first sighting shortens it by the step.
+    (Retention is judged by invariant 3 on true time as well.)
+    """
+
+    def __init__(self, setup: Setup) -> None:
+        self.grace = setup.grace_period
+        self.reap_delay = setup.reap_delay
+        self.tolerance = setup.interval
+        self.deny = setup.deny()
+        #: Per guest: (truth, since) and stopped-since, both on true time, sampled at cycles.
+        self.kind_since: dict[str, tuple[Truth, datetime.datetime]] = {}
+        self.stopped_since: dict[str, datetime.datetime] = {}
+
+    def sample(self, cloud: Cloud) -> None:
+        """Record, before a cycle, each guest's kind and whether it runs."""
+        now, kinds, stopped = cloud.now, {}, {}
+        for domain in cloud.hv.domains.values():
+            truth = truth_of(cloud, domain, self.deny.covers(domain))
+            was = self.kind_since.get(domain.uuid)
+            kinds[domain.uuid] = was if was is not None and was[0] is truth else (truth, now)
+            if not domain.is_active:
+                stopped[domain.uuid] = self.stopped_since.get(domain.uuid, now)
+        self.kind_since, self.stopped_since = kinds, stopped
+
+    def check(self, cloud: Cloud, method: str, uuid: str) -> list[tuple[str, str]]:
+        """The violations a stop or undefine of ``uuid`` at true time now would commit."""
+        if method not in ("stop", "undefine") or uuid not in self.kind_since:
+            return []
+        label, now = cloud.labels.get(uuid, uuid), cloud.now
+        truth, since = self.kind_since[uuid]
+        row = cloud.nova.servers.get(uuid)
+        if truth is Truth.DELETED and row is not None and row.deleted_at is not None:
+            since = row.deleted_at
+        found = []
+        waited = (now - since).total_seconds()
+        if truth in ORPHANS and waited < self.grace - self.tolerance:
+            found.append(
+                (TIME, f"{method} of {label} ({truth.value}) {waited:.0f}s of true time into "
+                       f"its grace_period of {self.grace:.0f}s")
+            )  # fmt: skip
+        stopped = self.stopped_since.get(uuid)
+        if method == "undefine" and stopped is not None:
+            waited = (now - stopped).total_seconds()
+            if waited < self.reap_delay - self.tolerance:
+                found.append(
+                    (TIME, f"undefine of {label} {waited:.0f}s of true time after it was seen "
+                           f"stopped, reap_delay {self.reap_delay:.0f}s")
+                )  # fmt: skip
+        if method == "undefine" and stopped is None and self.reap_delay > self.tolerance:
+            found.append((TIME, f"undefine of {label}, not seen stopped at any cycle before"))
+        return found

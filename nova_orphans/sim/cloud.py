@@ -48,6 +48,8 @@ class Cloud:
         self.nova.add_compute(HOST, cell=CELLS[HOST])
         self.nova.add_compute(OTHER, cell=CELLS[OTHER])
         self.hv = SimulatedHost(HOST)
+        #: The other compute's libvirt, which a wrong ``connection_uri`` reads (see ``mirror``).
+        self.other_hv = SimulatedHost(OTHER)
         #: Rows ``archive`` removed, kept so that a database restore can bring them back.
         self.archived: dict[str, SimServer] = {}
         #: Migrations still running, and evacuations/resizes not cleaned up, by UUID.
@@ -145,6 +147,21 @@ class Cloud:
             and uuid not in self.hv.domains
             and uuid not in self.hv.quarantine
         )
+
+    def mirror(self) -> SimulatedHost:
+        """The other compute's libvirt as it is now: a running guest for every server Nova
+        places there (its copies of servers that once ran here included), nothing else."""
+        there = {
+            row.uuid: row
+            for row in self.nova.servers.values()
+            if not row.deleted and row.host == OTHER
+        }
+        for uuid in set(self.other_hv.domains) - set(there):
+            self.other_hv.remove(uuid)
+        for uuid, row in there.items():
+            if uuid not in self.other_hv.domains:
+                self.other_hv.define(uuid, row.name, nova=True, running=True)
+        return self.other_hv
 
     # --- operations ------------------------------------------------------------------------
 
@@ -499,11 +516,26 @@ class Cloud:
         return True
 
     def quarantine_restore(self, label: str, arg: str) -> bool:
-        """The operator runs ``restore`` on a guest the agent reaped."""
+        """The operator's ``restore`` of a guest the agent reaped defines it ("start": starts it).
+
+        NOTE: ``Run`` plays the operator's restore through the product's restore
+        decision, which calls this to define the guest once Nova allows it.
+        """
         uuid = uuid_of(label)
         if uuid in self.hv.domains or uuid not in self.hv.quarantine:
             return False
         self.hv.restore(uuid)
+        if arg == "start":
+            self.hv.change(uuid, state=RUNNING)
+        return True
+
+    def virsh_start(self, label: str, arg: str) -> bool:
+        """The operator starts a stopped guest by hand (``virsh start``)."""
+        uuid = uuid_of(label)
+        domain = self.hv.domains.get(uuid)
+        if domain is None or domain.is_active or not domain.persistent:
+            return False
+        self.hv.change(uuid, state=RUNNING)
         return True
 
 
@@ -514,7 +546,8 @@ OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
         "reclaim", "archive", "db_restore", "live_migrate", "migrate_in", "migration_ends",
         "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
         "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
-        "corrupt", "vanish", "migrate_back", "quarantine_restore", "suspend", "snapshot",
+        "corrupt", "vanish", "migrate_back", "quarantine_restore", "virsh_start", "suspend",
+        "snapshot",
         "image_cache",
     )
 }  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import Fault
 from nova_orphans.sim.cloud import CELLS, HOST, OTHER, Cloud, uuid_of
+from nova_orphans.sim.operator import TYPOS
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
 #: (weight, candidate test, arguments to draw from) per operation.
@@ -63,6 +64,12 @@ def _resized(c: Cloud, label: str) -> bool:
     return uuid_of(label) in c.resizes
 
 
+def _stopped_orphan(c: Cloud, label: str) -> bool:
+    domain = c.hv.domains.get(uuid_of(label))
+    row = c.live(label)
+    return domain is not None and not domain.is_active and (row is None or row.host != HOST)
+
+
 def _reaped(c: Cloud, label: str) -> bool:
     uuid = uuid_of(label)
     return uuid in c.hv.quarantine and uuid not in c.hv.domains
@@ -98,7 +105,8 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "lose": (0.4, _idle_here, ("",)),
     "toggle": (2, _domain, ("",)),
     "corrupt": (0.4, _domain, ("",)),
-    "quarantine_restore": (2, _reaped, ("",)),
+    "quarantine_restore": (2, _reaped, ("", "", "start")),
+    "virsh_start": (1.5, _stopped_orphan, ("",)),
     "suspend": (2, _idle_here, ("",)),
     "snapshot": (1.5, _domain, ("",)),
     "image_cache": (1.5, None, ("",)),
@@ -114,7 +122,10 @@ FAULT_NAMES = (
     + ("nova:cell-down", "nova:short-pages", "drop", "crash")
     + tuple(f"race:{r}" for r in _RACES)
     + tuple(f"fail:{m}" for m in _FAILING)
-)
+    + tuple(f"operator:{o}" for o in ("wrong-host", "wrong-libvirt", "typo", "dry-run",
+                                       "second-agent", "clock-forward", "clock-back",
+                                       "virsh-start", "restore-start", "release"))
+)  # fmt: skip
 
 
 def setup_for(rng: random.Random) -> Setup:
@@ -159,11 +170,13 @@ class Generator:
         self.cycles = cycles
         self.weather = _WEATHER[self.rng.choice(("calm", "light", "light", "stormy"))]
         self._servers = self._foreign = 0
+        self.operator = Operator(random.Random(f"{seed}:{index}:operator"), self.setup, exclude)
 
     def steps(self, cloud: Cloud) -> Iterator[Step]:
         """The history's steps, drawn one by one from the cloud as it is when asked."""
         interval = self.setup.interval
         first = interval / 4
+        yield from self.operator.at_start()
         for at in sorted(self.rng.uniform(0, first) for _ in range(self.rng.randint(3, 8))):
             yield Event(at, *self._boot())
         for k in range(1, self.cycles + 1):
@@ -173,6 +186,7 @@ class Generator:
             )
             for at in times:
                 yield Event(at, *self._event(cloud))
+            yield from self.operator.before_cycle(k, k * interval - 0.5)
             yield self._cycle(k * interval)
 
     def _boot(self) -> tuple[str, str, str]:
@@ -192,6 +206,10 @@ class Generator:
             op = self.rng.choices(names, weights)[0]
             _, test, args = OPS[op]
             arg = self.rng.choice(args)
+            if op == "virsh_start" and "operator:virsh-start" in self.exclude:
+                continue
+            if arg == "start" and "operator:restore-start" in self.exclude:
+                arg = ""
             if op == "foreign":
                 self._foreign += 1
                 return op, f"f{self._foreign}", arg
@@ -234,3 +252,61 @@ class Generator:
             tuple(f for f in cycle.fail if f"fail:{f}" not in x),
             "" if "nova:cell-down" in x else cycle.cell_down,
         )
+
+
+class Operator:
+    """The operator's part of a history, drawn from its own random stream.
+
+    Each history has a few habits, each independently on or off (and off when named in
+    ``exclude``): a wrong ``host`` or a wrong libvirt URI in the config, for the whole
+    history or from some cycle on (and maybe corrected later); a typo'd config at a
+    restart (and maybe corrected later); dry runs and second live agents started
+    beside the live one; wall-clock steps of the agent's machine.
+    """
+
+    def __init__(self, rng: random.Random, setup: Setup, exclude: frozenset[str]) -> None:
+        self.rng, self.interval = rng, setup.interval
+
+        def on(name: str, p: float) -> bool:
+            return rng.random() < p and f"operator:{name}" not in exclude
+
+        wrong = [w for w in ("host", "libvirt") if on(f"wrong-{w}", 0.08)]
+        self.wrong = rng.choice(wrong) if wrong else None
+        self.whole = rng.random() < 0.4
+        self.typo = rng.choice(sorted(TYPOS)) if on("typo", 0.12) else None
+        self.dry_runs = 0.15 if on("dry-run", 0.2) else 0.0
+        self.second_agents = 0.1 if on("second-agent", 0.15) else 0.0
+        self.releases = 0.15 if on("release", 0.3) else 0.0
+        self.forward = 0.12 if on("clock-forward", 0.15) else 0.0
+        self.back = 0.08 if on("clock-back", 0.1) else 0.0
+        self.edit_at = {rng.randint(2, 15): "wrong"} if self.wrong and not self.whole else {}
+        if self.typo:
+            self.edit_at[rng.randint(2, 15)] = "typo"
+        for k in list(self.edit_at):
+            if rng.random() < 0.6:
+                self.edit_at.setdefault(k + rng.randint(1, 6), "right")
+
+    def _edit(self, what: str) -> str:
+        if what == "wrong":
+            return f"{self.wrong}:{OTHER}"
+        return f"typo:{self.typo}" if what == "typo" else "right"
+
+    def at_start(self) -> Iterator[Event]:
+        """The config the agent starts with, when it is wrong from the first cycle on."""
+        if self.wrong and self.whole:
+            yield Event(0.0, "config", "", self._edit("wrong"))
+
+    def before_cycle(self, k: int, at: float) -> Iterator[Event]:
+        """What the operator does just before cycle ``k`` (at true time ``at``)."""
+        rng = self.rng
+        if k in self.edit_at:
+            yield Event(at, "config", "", self._edit(self.edit_at[k]))
+        for sign, p in ((1, self.forward), (-1, self.back)):
+            if rng.random() < p:
+                yield Event(at, "clock", "", f"{sign * rng.uniform(0.3, 4.0) * self.interval:.0f}")
+        if rng.random() < self.dry_runs:
+            yield Event(at, "dry_run")
+        if rng.random() < self.second_agents:
+            yield Event(at, "second_agent")
+        if rng.random() < self.releases:
+            yield Event(at, "release")

@@ -36,8 +36,10 @@ class Truth(str, enum.Enum):
 ORPHANS = frozenset({Truth.DELETED, Truth.UNKNOWN, Truth.MISPLACED})
 
 
-def truth_of(cloud: Cloud, domain: Domain, denied: bool, any_host: bool = False) -> Truth:
-    """What ``domain`` is now.
+def truth_of(
+    cloud: Cloud, domain: Domain, denied: bool, any_host: bool = False, host: str = HOST
+) -> Truth:
+    """What ``domain``, defined in ``host``'s libvirt, is now.
 
     ``any_host``: count migrations of the instance between any two hosts as Nova
     being busy with it (the strict reading, for the safety invariant); otherwise only
@@ -47,7 +49,7 @@ def truth_of(cloud: Cloud, domain: Domain, denied: bool, any_host: bool = False)
     if denied:
         return Truth.PROTECTED
     live = row is not None and not row.deleted
-    if live and row is not None and row.host == HOST and row.vm_state != "soft-delete":
+    if live and row is not None and row.host == host and row.vm_state != "soft-delete":
         return Truth.MANAGED
     if domain.metadata is None:
         return Truth.FOREIGN
@@ -71,9 +73,13 @@ def migrations_of(cloud: Cloud, uuid: str, any_host: bool) -> list[SimMigration]
     ]
 
 
-def still_managed(cloud: Cloud, domain: Domain, denied: bool) -> str | None:
-    """Why Nova still manages (or protects) this guest, or None: the safety invariant's test."""
-    truth = truth_of(cloud, domain, denied, any_host=True)
+def still_managed(cloud: Cloud, domain: Domain, denied: bool, host: str = HOST) -> str | None:
+    """Why Nova still manages (or protects) this guest of ``host``'s libvirt, or None.
+
+    The safety invariant's test: ``host`` is the hypervisor the domain truly is on,
+    whatever host the agent was configured as.
+    """
+    truth = truth_of(cloud, domain, denied, any_host=True, host=host)
     if truth in ORPHANS:
         return None
     row = cloud.nova.servers.get(domain.uuid)

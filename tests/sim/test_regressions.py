@@ -136,3 +136,38 @@ def test_seed_1_index_8362_two_empty_lookups_do_not_turn_a_shelved_leftover_unkn
         ),
     )
     assert checks.SAFETY not in invariants(history)
+
+
+def test_seed_1_index_9024_a_purge_does_not_hide_the_stop_the_operator_undid():
+    """The agent stopped s2; its reap failed to keep the guest's state (the guest stayed
+    defined); retention purged that reap's directory; the operator then started s2. The
+    purge was the guest's last journaled step, so the start was not seen as the operator
+    undoing a stop, and the agent stopped and reaped s2 again (docs/design.md rule 12).
+
+    Fixed in this commit: ``Journal.last_live_steps`` leaves purges out.
+    """
+    history = History(
+        seed=1,
+        index=9024,
+        setup=Setup(
+            interval=300.0,
+            actions=(("deleted", "reap"), ("unknown", "log"), ("misplaced", "reap")),
+            grace_period=900.0,
+            max_actions_per_cycle=2,
+            brake_min_orphans=2,
+            retention=600.0,
+        ),
+        steps=(
+            Event(at=17.7, op="boot_here", label="s2", arg="running"),
+            Event(at=64.3, op="boot_here", label="s4", arg="running"),
+            Event(at=2027.6, op="local_delete", label="s2"),
+            Cycle(at=3000.0, nova_faults=((0, "repeat-page"), (6, "drop-page"))),
+            Cycle(at=3300.0, fail=("keep_state",)),
+            Event(at=3736.4, op="resize", label="s4", arg="resize"),
+            Cycle(at=3900.0),
+            Event(at=3900.9, op="virsh_start", label="s2"),
+            Event(at=5090.6, op="revert", label="s4"),
+            Cycle(at=5100.0, fail=("purge",)),
+        ),
+    )
+    assert invariants(history) == set()

@@ -23,11 +23,15 @@ from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, runner
 from nova_orphans.sim.cloud import Cloud
 from nova_orphans.sim.generate import Generator
-from nova_orphans.sim.run import Counters
+from nova_orphans.sim.run import OPERATOR_OPS, Counters
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 CI_HISTORIES = 1000
 CI_SEED = 20240401
+#: Faults whose violations are known gaps of the product, each pinned by a strict xfail in
+#: test_operator.py: a clock stepped forward before the first sighting shortens a deleted
+#: server's grace.
+KNOWN_GAPS = frozenset({"operator:clock-forward"})
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +41,7 @@ def _quiet() -> None:
 
 def _play(index: int) -> tuple[Counters, list[str]]:
     runner.quiet()
-    result = runner.run_generated(CI_SEED, index)
+    result = runner.run_generated(CI_SEED, index, exclude=KNOWN_GAPS)
     return result.counters, list(runner.describe(result, None)) if result.failed else []
 
 
@@ -51,6 +55,8 @@ def test_a_thousand_histories_keep_every_invariant():
     print(f"{total} in {time.monotonic() - started:.1f} s")
     assert total.histories == CI_HISTORIES
     assert total.stops and total.reaps and total.crashes and total.skipped and total.faults
+    assert total.identity_refused and total.configs_refused and total.cycles_not_running
+    assert total.dry_runs_beside and total.second_agents_refused and total.clock_steps
     assert failures == [], "\n".join(failures)
 
 
@@ -377,7 +383,7 @@ def test_the_generated_histories_have_short_pages_and_down_cells():
         for step in generator.steps(cloud):
             if isinstance(step, Cycle):
                 downs.add(step.cell_down)
-            else:
+            elif step.op not in OPERATOR_OPS:
                 cloud.apply(step.op, step.label, step.arg)
     assert {0, 1, 2} <= set(setups)
     assert downs == {"", "cmp-1", "cmp-2"}
