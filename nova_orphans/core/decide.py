@@ -160,10 +160,11 @@ def _decide_one(
         return wait(f"inside grace_period ({left:.0f}s left)")
     if sighting.consecutive < policy.sightings_required:
         return wait(f"seen {sighting.consecutive} of {policy.sightings_required} cycles")
-    # NOTE: only the part of the grace still left at the first sighting needs cycles (a
-    # deleted server's grace may have run, on Nova's clock, before this agent saw it).
-    left_then = policy.grace_period - (sighting.first_seen - start).total_seconds()
-    cycles = policy.cycles_for(min(left_then, policy.grace_period))
+    # NOTE: docs/design.md rule 15: the whole grace also needs its cycles, counted from
+    # the first sighting. The part of a deleted server's grace that ran before this agent
+    # saw it is measured between Nova's clock and ours, and a step of ours would shorten
+    # it; waiting the grace again in cycles costs time, never a guest.
+    cycles = policy.cycles_for(policy.grace_period)
     if sighting.cycles_since_first < cycles:
         return wait(
             f"inside grace_period: {sighting.cycles_since_first} of {cycles} cycles "

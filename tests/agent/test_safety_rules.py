@@ -130,10 +130,10 @@ def test_a_deleted_guest_inside_grace_is_only_logged(tmp_path):
     world = SimWorld(tmp_path, grace_period=3600.0, interval=600.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
-    for _ in range(5):
-        world.cycle(advance=600)  # 50 minutes in all
+    for _ in range(6):
+        world.cycle(advance=600)  # first seen 10 minutes after the deletion; 50 minutes on
     assert world.touched() == set()
-    world.cycle(advance=600)
+    world.cycle(advance=600)  # the grace's 6 cycles since the first sighting (rule 15)
     assert gone in world.touched()
 
 
@@ -357,13 +357,13 @@ def test_a_wall_clock_step_forward_does_not_end_the_grace(tmp_path):
     world = SimWorld(tmp_path, interval=600.0, grace_period=3600.0)
     world.boot("managed")
     gone = world.orphan("gone", Kind.DELETED)
-    world.cycle(advance=600)  # first seen; 3000 s of grace left: 5 cycles
+    world.cycle(advance=600)  # first seen; the grace is 6 cycles from here
     world.cycle(advance=DAY)  # NTP steps the clock a day forward
-    for _ in range(3):
+    for _ in range(4):
         world.cycle(advance=600)
     assert world.touched() == set()
     (waiting,) = world.cycle(advance=0.0).plan.decisions  # a re-run right after: no count
-    assert waiting.why.startswith("inside grace_period: 4 of 5 cycles"), waiting.why
+    assert waiting.why.startswith("inside grace_period: 5 of 6 cycles"), waiting.why
     world.cycle(advance=600)
     assert gone in world.touched()
 

@@ -29,9 +29,8 @@ from nova_orphans.sim.steps import Cycle, Event, History, Setup
 CI_HISTORIES = 1000
 CI_SEED = 20240401
 #: Faults whose violations are known gaps of the product, each pinned by a strict xfail in
-#: test_operator.py: a clock stepped forward before the first sighting shortens a deleted
-#: server's grace.
-KNOWN_GAPS = frozenset({"operator:clock-forward"})
+#: test_operator.py (none at present).
+KNOWN_GAPS: frozenset[str] = frozenset()
 
 
 @pytest.fixture(autouse=True)

@@ -191,21 +191,22 @@ def test_decide(f, sightings, policy, step, words):
     assert words in decision.why
 
 
-def test_deleted_grace_counts_from_novas_deletion_time_not_the_first_sighting():
+def test_a_guest_deleted_long_ago_waits_a_whole_grace_of_cycles_from_its_first_sighting():
+    """docs/design.md rules 4 and 15: deleted 10 h ago, first seen a minute ago. The
+    wall-clock grace (from Nova's deletion) has passed; the grace's cycles, counted from
+    the first sighting, have not; once they have, the guest is stopped."""
     from nova_orphans.core.model import Server
 
     server = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, True, NOW - 10 * HOUR)
     f = Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
-    plan = decide(
-        [f],
-        seen(Kind.DELETED, first=NOW - HOUR / 60),
-        Policy(actions=REAP, grace_period=3600, sightings_required=1),
-        NOW,
-        10,
-        9,
-        identity=VERIFIED,
-    )
-    assert plan.decisions[0].step is Step.STOP
+    policy = Policy(actions=REAP, grace_period=3600, sightings_required=1)
+    just_seen = decide([f], seen(Kind.DELETED, first=NOW - HOUR / 60), policy, NOW, 10, 9,
+                       identity=VERIFIED)  # fmt: skip
+    assert just_seen.decisions[0].step is None
+    assert "0 of 6 cycles" in just_seen.decisions[0].why
+    an_hour_on = decide([f], seen(Kind.DELETED, first=NOW - HOUR), policy, NOW, 10, 9,
+                        identity=VERIFIED)  # fmt: skip
+    assert an_hour_on.decisions[0].step is Step.STOP
 
 
 def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
@@ -234,17 +235,20 @@ def deleted_at(when):
     return Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
 
 
-@pytest.mark.parametrize(("count", "step"), [(3, None), (12, None), (13, Step.STOP)])
-def test_only_the_grace_left_at_the_first_sighting_of_a_deleted_guest_needs_cycles(count, step):
-    # Deleted 5 h ago, grace 3 h, first seen 4 h ago: 2 h of grace were left then, which
-    # is 12 cycles of 10 minutes. The wall clock says the grace has passed; a step forward
-    # of the clock would say so too, so the cycles decide.
+@pytest.mark.parametrize(("count", "step"), [(3, None), (18, None), (19, Step.STOP)])
+def test_the_whole_grace_needs_its_cycles_even_for_a_guest_deleted_before_its_first_sighting(
+    count, step
+):
+    # docs/design.md rule 15. Deleted 5 h ago, grace 3 h, first seen 4 h ago: the wall clock
+    # says the grace has passed, but the part of it before the first sighting is measured
+    # between Nova's clock and ours, and a step forward of ours would shorten it; so the
+    # whole grace, 18 cycles of 10 minutes, is counted from the first sighting.
     policy = Policy(actions=REAP, grace_period=3 * 3600, sightings_required=1)
     sightings = seen(Kind.DELETED, first=NOW - 4 * HOUR, count=count)
     plan = decide([deleted_at(NOW - 5 * HOUR)], sightings, policy, NOW, 10, 9, identity=VERIFIED)
     assert plan.decisions[0].step is step
     if step is None:
-        assert f"{count - 1} of 12 cycles" in plan.decisions[0].why
+        assert f"{count - 1} of 18 cycles" in plan.decisions[0].why
 
 
 def lost(uuid: str) -> Finding:
