@@ -19,6 +19,7 @@ from collections.abc import Callable
 from nova_orphans import conf as config
 from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
 from nova_orphans.fleet import render, render_reports, reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
@@ -41,7 +42,7 @@ class FleetSettings:
     concurrency: int
     timeout: float
     deny: Selector = dataclasses.field(default_factory=Selector)
-    instances_path: str = config.DEFAULT_INSTANCES_PATH
+    instances_path: str = DEFAULT_INSTANCES_PATH
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
