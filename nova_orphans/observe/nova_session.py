@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
@@ -62,7 +63,14 @@ def transport_from_conf(conf: cfg.ConfigOpts, group: str = "nova") -> KeystoneTr
         return KeystoneTransport(_adapter_from_cloud(section.cloud))
     auth = ks_loading.load_auth_from_conf_options(conf, group)
     if auth is None:
-        raise CredentialsMissing(f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml)")
+        # NOTE: as the openstack client does, OS_CLOUD names the cloud; the config
+        # file's own choice (cloud, or auth_type) comes first.
+        cloud = os.environ.get("OS_CLOUD", "").strip()
+        if cloud:
+            return KeystoneTransport(_adapter_from_cloud(cloud))
+        raise CredentialsMissing(
+            f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
+        )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
     adapter = ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
     return KeystoneTransport(adapter)
