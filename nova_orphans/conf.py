@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import importlib.metadata
 import os
 import socket
 import uuid
@@ -19,6 +20,7 @@ from typing import Any
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg, types
+from oslo_log import log as oslo_log
 
 from nova_orphans import config_check
 from nova_orphans.config_check import ConfigError as ConfigError
@@ -364,7 +366,7 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     uses; they exist only once ``auth_type`` is known.
     """
     return {
-        config_check.DEFAULT_GROUP: list(default_opts),
+        config_check.DEFAULT_GROUP: [*default_opts, *logging_opts()],
         "libvirt": list(libvirt_opts),
         "agent": list(agent_opts),
         "metrics": list(metrics_opts),
@@ -373,10 +375,26 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     }
 
 
+def logging_opts() -> list[cfg.Opt]:
+    """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every OpenStack service has.
+
+    NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
+    sample-config namespace (``oslo.log``) documents.
+    """
+    (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
+    return [opt for _, opts in entry.load()() for opt in opts]
+
+
 def register(conf: cfg.ConfigOpts) -> None:
     """Register every option of this tool on ``conf`` (the auth plugin's come with ``load``)."""
+    oslo_log.register_options(conf)
+    # NOTE: oslo.log registers fatal_deprecations only on first use; the strict check reads it.
+    conf.register_opts(logging_opts())
     for group, opts in _groups(()).items():
-        conf.register_opts(opts, group=None if group == config_check.DEFAULT_GROUP else group)
+        if group == config_check.DEFAULT_GROUP:
+            conf.register_opts(default_opts)
+        else:
+            conf.register_opts(opts, group=group)
     for name, value in NOVA_DEFAULTS.items():
         conf.set_default(name, value, group=NOVA_GROUP)
 

@@ -27,6 +27,7 @@ def register(commands: Any) -> None:
     common.add_format(audit)
     audit.set_defaults(handler=run_audit)
     demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
+    common.add_debug(demo)
     common.add_format(demo)
     demo.set_defaults(handler=run_demo)
 
@@ -71,6 +72,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """Audit the embedded simulated cloud through the same pipeline."""
     from nova_orphans.demo import world
 
+    common.setup_logging(common.logging_conf(), args)
     with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
         demo = world.build(directory)
         with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
