@@ -48,8 +48,11 @@ def _restore_logging():
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: log.level for name, log in logging.root.manager.loggerDict.items()
-              if isinstance(log, logging.Logger)}
+    levels = {
+        name: log.level
+        for name, log in logging.root.manager.loggerDict.items()
+        if isinstance(log, logging.Logger)
+    }
     yield
     for handler in list(root.handlers):
         if handler not in handlers:
