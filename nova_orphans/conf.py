@@ -483,13 +483,50 @@ def host_settings(
     if libvirt_uri is not None and not libvirt_uri.strip():
         raise ConfigError("--libvirt-uri must not be empty")
     nova = NovaComputeConf.read(conf.nova_config_file, conf.nova_config_dir)
+    uri = libvirt_uri or conf.libvirt.connection_uri or nova.connection_uri
+    check_libvirt_uri(uri)
     return HostSettings(
         host=host or conf.host or nova.host,
-        libvirt_uri=libvirt_uri or conf.libvirt.connection_uri or nova.connection_uri,
+        libvirt_uri=uri,
         instances_path=conf.instances_path or nova.instances_path,
         deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
         compute_id_dirs=nova.compute_id_dirs,
     )
+
+
+#: libvirt's hypervisor drivers (the scheme of a URI, before any "+transport").
+LIBVIRT_DRIVERS = frozenset(
+    "bhyve ch esx gsx hyperv libxl lxc openvz parallels qemu test uml vbox vmwarefusion "
+    "vmwareplayer vmwarews vpx vz xen".split()
+)
+#: libvirt's remote transports ("qemu+ssh://").
+LIBVIRT_TRANSPORTS = frozenset("ext libssh libssh2 ssh tcp tls unix".split())
+
+
+def check_libvirt_uri(uri: str) -> None:
+    """Refuse a libvirt URI libvirt would misread; raises ``ConfigError`` naming the problem.
+
+    NOTE: libvirt takes an unknown scheme, or ``test://file.xml``, for a remote
+    host and fails with an unrelated TLS message ("Cannot read CA certificate").
+    """
+    scheme, sep, rest = uri.partition("://")
+    driver, _, transport = scheme.partition("+")
+    if not sep or driver not in LIBVIRT_DRIVERS:
+        known = ", ".join(sorted(LIBVIRT_DRIVERS))
+        raise ConfigError(
+            f"libvirt URI {uri!r}: {driver or uri!r} is not a libvirt driver "
+            f"(driver[+transport]://[host]/path with a driver of {known})"
+        )
+    if transport and transport not in LIBVIRT_TRANSPORTS:
+        raise ConfigError(
+            f"libvirt URI {uri!r}: {transport!r} is not a libvirt transport "
+            f"({', '.join(sorted(LIBVIRT_TRANSPORTS))})"
+        )
+    if driver == "test" and not transport and not rest.startswith("/"):
+        raise ConfigError(
+            f"libvirt URI {uri!r}: the test driver takes an absolute file "
+            "(test:///ABSOLUTE/PATH.xml) or test:///default"
+        )
 
 
 #: The libvirt URI nova-compute connects to for each [libvirt] virt_type when connection_uri

@@ -105,6 +105,15 @@ def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = 
         for handler in logging.getLogger().handlers:
             if getattr(handler, "stream", None) is sys.stderr:
                 handler.setLevel(logging.WARNING)
+                handler.addFilter(_ours_or_errors)
+
+
+def _ours_or_errors(record: logging.LogRecord) -> bool:
+    """On a command's stderr: our warnings, and only errors from the libraries.
+
+    NOTE: e.g. keystoneauth warns before the failure we report anyway, in one line.
+    """
+    return record.name.startswith("nova_orphans") or record.levelno >= logging.ERROR
 
 
 def logging_conf() -> cfg.ConfigOpts:

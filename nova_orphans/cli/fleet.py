@@ -142,6 +142,7 @@ def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> Flee
     template = args.uri_template or conf.fleet.uri_template
     if "{host}" not in template:
         raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
+    config.check_libvirt_uri(template.replace("{host}", "host"))
     # NOTE: host_settings resolves the local host's settings; of those only the
     # deny list and instances_path apply to every host of the fleet.
     local = config.host_settings(conf)

@@ -28,7 +28,7 @@ def register(commands: Any) -> None:
     history = commands.add_parser("history", help="what the agent did, newest first")
     common.add_config(history)
     history.add_argument("--uuid", type=_uuid, help="only this guest")
-    history.add_argument("--limit", type=int, default=100)
+    history.add_argument("--limit", type=_positive_int, default=100, help="newest N (default 100)")
     common.add_format(history)
     history.set_defaults(handler=show_history)
 
@@ -76,6 +76,16 @@ def _uuid(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
+
+
 def _days(value: str) -> float:
     try:
         days = float(value)
@@ -89,8 +99,14 @@ def _days(value: str) -> float:
 
 
 def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]:
+    """The agent's journal, which must exist: a mistyped state directory is not an empty one."""
     conf = common.load_conf(args)
     paths = config.state_paths(conf)
+    if not os.path.isfile(paths.journal):
+        raise config.ConfigError(
+            f"no journal at {paths.journal} (check [agent] state_dir or journal_path; "
+            "the agent creates it on its first run)"
+        )
     return Journal(paths.journal), paths, conf
 
 
@@ -184,7 +200,9 @@ def restore_guest(args: argparse.Namespace) -> int:
     settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
     entry = quarantine.latest(journal, paths.quarantine, args.uuid)
     if entry is None:
-        raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
+        raise common.UsageError(
+            f"no restorable quarantine entry for {args.uuid} (see 'nova-orphans quarantine list')"
+        )
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:

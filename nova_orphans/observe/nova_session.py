@@ -10,7 +10,12 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_orphans.observe.errors import NovaAuthFailed, NovaError, NovaUnreachable
+from nova_orphans.observe.errors import (
+    KeystoneUnreachable,
+    NovaAuthFailed,
+    NovaError,
+    NovaUnreachable,
+)
 from nova_orphans.observe.nova import MICROVERSION
 
 
@@ -26,6 +31,7 @@ class KeystoneTransport:
 
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` on the compute endpoint at our pinned microversion."""
+        self._authenticate()
         try:
             response = self._adapter.get(
                 path,
@@ -44,6 +50,18 @@ class KeystoneTransport:
         except ValueError:
             body = None
         return response.status_code, body
+
+    def _authenticate(self) -> None:
+        """Get a token and Nova's endpoint first, so a Keystone failure is named as such."""
+        try:
+            self._adapter.get_endpoint()
+        except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
+            raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            auth_url = getattr(self._adapter.session.auth, "auth_url", None) or "Keystone"
+            raise KeystoneUnreachable(auth_url=auth_url, reason=_one_line(exc)) from exc
+        except ks_exc.ClientException as exc:
+            raise NovaError(reason=_one_line(exc)) from exc
 
     def _endpoint(self) -> str:
         try:
