@@ -12,6 +12,7 @@ import argparse
 import collections
 import dataclasses
 import datetime
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -95,8 +96,9 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
             number = kind(value)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
+        # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
+        if not math.isfinite(number) or number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} must be a number greater than 0")
         return number
 
     parse.__name__ = kind.__name__
