@@ -24,8 +24,8 @@ from oslo_log import log as oslo_log
 
 from nova_orphans import config_check
 from nova_orphans.config_check import ConfigError as ConfigError
-from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
+from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.policy import STOP_TIMEOUT, Action, Policy
 
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
@@ -188,7 +188,10 @@ agent_opts = [
         help="Seconds to wait for a graceful shutdown before powering the guest off.",
     ),
     cfg.IntOpt(
-        "max_actions_per_cycle", default=_POLICY.max_actions_per_cycle, min=0, help="Destructive steps per cycle, at most."
+        "max_actions_per_cycle",
+        default=_POLICY.max_actions_per_cycle,
+        min=0,
+        help="Destructive steps per cycle, at most.",
     ),
     cfg.FloatOpt(
         "max_orphan_fraction",
@@ -376,7 +379,7 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
 
 
 def logging_opts() -> list[cfg.Opt]:
-    """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every OpenStack service has.
+    """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every service has.
 
     NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
     sample-config namespace (``oslo.log``) documents.
@@ -496,11 +499,13 @@ def host_settings(
 
 #: libvirt's hypervisor drivers (the scheme of a URI, before any "+transport").
 LIBVIRT_DRIVERS = frozenset(
-    "bhyve ch esx gsx hyperv libxl lxc openvz parallels qemu test uml vbox vmwarefusion "
-    "vmwareplayer vmwarews vpx vz xen".split()
+    [
+        *("bhyve", "ch", "esx", "gsx", "hyperv", "libxl", "lxc", "openvz", "parallels", "qemu"),
+        *("test", "uml", "vbox", "vmwarefusion", "vmwareplayer", "vmwarews", "vpx", "vz", "xen"),
+    ]
 )
 #: libvirt's remote transports ("qemu+ssh://").
-LIBVIRT_TRANSPORTS = frozenset("ext libssh libssh2 ssh tcp tls unix".split())
+LIBVIRT_TRANSPORTS = frozenset(["ext", "libssh", "libssh2", "ssh", "tcp", "tls", "unix"])
 
 
 def check_libvirt_uri(uri: str) -> None:
@@ -615,7 +620,9 @@ class NovaComputeConf:
                 "[libvirt] connection_uri, virt_type)"
             ) from exc
         except cfg.Error as exc:
-            raise ConfigError(f"nova-compute config ({where}): {' '.join(str(exc).split())}") from exc
+            raise ConfigError(
+                f"nova-compute config ({where}): {' '.join(str(exc).split())}"
+            ) from exc
 
 
 def policy(conf: cfg.ConfigOpts) -> Policy:

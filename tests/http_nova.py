@@ -77,7 +77,7 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             request = json.loads(self.rfile.read(length) or b"{}")
             if self.path.rstrip("/") != "/identity/v3/auth/tokens":
@@ -87,7 +87,7 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
                 return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
             self._send(201, token_body(cloud.url), {"X-Subject-Token": ISSUED_TOKEN})
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path.startswith("/identity"):
                 # Keystone's version discovery, as the generic password plugin asks it.
                 return self._send(

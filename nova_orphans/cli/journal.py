@@ -98,14 +98,24 @@ def _days(value: str) -> float:
     return days
 
 
-def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]:
-    """The agent's journal, which must exist: a mistyped state directory is not an empty one."""
+def _journal(
+    args: argparse.Namespace, journal_required: bool = False
+) -> tuple[Journal, config.StatePaths, Any]:
+    """The agent's journal; a mistyped state directory is not an empty one.
+
+    ``history`` needs the journal itself; the quarantine commands also work from the
+    quarantine's manifests when the journal is lost, so they need one of the two.
+    """
     conf = common.load_conf(args)
     paths = config.state_paths(conf)
-    if not os.path.isfile(paths.journal):
+    found = os.path.isfile(paths.journal) or (
+        not journal_required and os.path.isdir(paths.quarantine)
+    )
+    if not found:
+        where = paths.journal if journal_required else f"{paths.journal} nor {paths.quarantine}"
         raise config.ConfigError(
-            f"no journal at {paths.journal} (check [agent] state_dir or journal_path; "
-            "the agent creates it on its first run)"
+            f"no journal at {where} (check [agent] state_dir, journal_path, quarantine_dir; "
+            "the agent creates them on its first run)"
         )
     return Journal(paths.journal), paths, conf
 
@@ -113,7 +123,7 @@ def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]
 def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
     and holds and releases, newest first."""
-    journal, paths, _ = _journal(args)
+    journal, paths, _ = _journal(args, journal_required=True)
     events = _events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
         events += _steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))

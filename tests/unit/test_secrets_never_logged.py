@@ -14,7 +14,7 @@ import pytest
 
 from nova_orphans import cli
 from nova_orphans.demo.simnova import SimulatedNova
-from tests import http_nova, worlds
+from tests import http_nova
 
 ADMIN_TOKEN = "s3cret-admin-token-4242"
 PASSWORD = "s3cret-password-1717"
