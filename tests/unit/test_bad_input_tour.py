@@ -229,6 +229,16 @@ CASES = [
         agent="state_dir = {tmp}/stat\n",
     ),
     case("restore: empty --host", f"restore {C} {UNKNOWN_UUID} --host=", USAGE, "--host"),
+    # release
+    case("release: not a UUID", f"release {C} nope", USAGE, "'nope' is not a UUID"),
+    case("release: a guest not on hold", f"release {C} {UNKNOWN_UUID}", USAGE, "not on hold"),
+    case(
+        "release: mistyped state directory",
+        f"release {C} {UNKNOWN_UUID}",
+        USAGE,
+        "not on hold",
+        agent="state_dir = {tmp}/stat\n",
+    ),
     # purge
     case("purge: no --older-than", f"purge {C}", USAGE, "--older-than"),
     case("purge: --older-than nan", f"purge {C} --older-than nan", USAGE, "'nan'"),
@@ -258,6 +268,18 @@ CASES = [
     ),
     case("fleet audit: --concurrency 0", f"fleet audit {C} --concurrency 0", USAGE, "'0'"),
     case("fleet audit: --timeout nan", f"fleet audit {C} --timeout nan", USAGE, "'nan'"),
+    case(
+        "fleet audit: --reports missing",
+        f"fleet audit {C} --reports {{tmp}}/none",
+        USAGE,
+        "{tmp}/none",
+    ),
+    case(
+        "fleet audit: --max-age nan",
+        f"fleet audit {C} --reports {{tmp}} --max-age nan",
+        USAGE,
+        "'nan'",
+    ),
     case("fleet audit: --hosts ,", f"fleet audit {C} --hosts ,", USAGE, "no host names"),
     case(
         "fleet audit: Nova unreachable", f"fleet audit {C} --hosts cmp-1", ERROR, "Nova unreachable"
