@@ -97,8 +97,10 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
         # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
-        if not math.isfinite(number) or number <= 0:
-            raise argparse.ArgumentTypeError(f"{value!r} must be a number greater than 0")
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
         return number
 
     parse.__name__ = kind.__name__
