@@ -252,6 +252,26 @@ CASES = [
         "no journal",
         agent="state_dir = {tmp}/stat\n",
     ),
+    # the shipped files
+    case("sample-config: unknown flag", "sample-config --wide", USAGE, "--wide"),
+    case(
+        "systemd-unit: relative executable",
+        "systemd-unit --executable bin/nova-orphans",
+        USAGE,
+        "not an absolute path",
+    ),
+    case(
+        "systemd-unit: executable with a quote",
+        "systemd-unit --executable=/opt/it's/nova-orphans",
+        USAGE,
+        "without blanks",
+    ),
+    case(
+        "systemd-unit: missing executable",
+        "systemd-unit --executable {tmp}/bin/nova-orphans",
+        USAGE,
+        "no executable nova-orphans at {tmp}/bin/nova-orphans",
+    ),
     # fleet audit
     case("fleet: no verb", "fleet", USAGE, "usage error"),
     case(
