@@ -14,6 +14,9 @@ from oslo_log import log as oslo_log
 
 from nova_orphans import conf as config
 from nova_orphans import exits
+from nova_orphans.version import tool_version
+
+LOG = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED = (
     exits.OK,
@@ -94,13 +97,14 @@ def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = 
     if not (conf.log_file or conf.log_config_append or conf.use_journal or conf.use_syslog):
         conf.set_override("use_stderr", True)
     try:
-        oslo_log.setup(conf, "nova-orphans")
+        oslo_log.setup(conf, "nova-orphans", version=tool_version())
     except OSError as exc:
         raise config.ConfigError(
             f"[DEFAULT] log_file {exc.filename or conf.log_file}: {exc.strerror or exc}"
         ) from exc
     except oslo_log.LogConfigError as exc:
         raise config.ConfigError(f"[DEFAULT] log_config_append: {one_line(exc)}") from exc
+    LOG.debug("nova-orphans %s, config files: %s", tool_version(), conf.config_file or "none")
     if not agent and not conf.debug:
         for handler in logging.getLogger().handlers:
             if getattr(handler, "stream", None) is sys.stderr:
