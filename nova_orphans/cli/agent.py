@@ -110,7 +110,9 @@ def build_agent(
     conf: cfg.ConfigOpts, args: argparse.Namespace, metrics: Metrics
 ) -> agent_loop.Agent:
     """Everything the agent needs, validated before anything runs."""
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     policy = config.policy(conf)
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)

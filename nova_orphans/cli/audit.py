@@ -43,7 +43,9 @@ def transport_from_conf(conf: Any) -> KeystoneTransport:
 def run_audit(args: argparse.Namespace) -> int:
     """One read-only audit of this host."""
     conf = common.load_conf(args)
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     nova = NovaObserver(transport_from_conf(conf))
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
         result = pipeline.audit(

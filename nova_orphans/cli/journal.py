@@ -207,7 +207,9 @@ def restore_guest(args: argparse.Namespace) -> int:
     when Nova cannot be asked; ``--force`` overrides. Nothing is changed on a refusal.
     """
     journal, paths, conf = _journal(args)
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     entry = quarantine.latest(journal, paths.quarantine, args.uuid)
     if entry is None:
         raise common.UsageError(
