@@ -23,8 +23,9 @@ from nova_orphans.act.effects import Effects
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Domain, Finding, NovaView, Selector
-from nova_orphans.core.policy import Policy, Step
+from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver
@@ -84,7 +85,7 @@ class Agent:
     journal: Journal
     policy: Policy
     quarantine_root: str
-    instances_path: str = "/var/lib/nova/instances"
+    instances_path: str = DEFAULT_INSTANCES_PATH
     #: Where nova-compute keeps its compute_id (nova.conf's directory, state_path).
     compute_id_dirs: tuple[str, ...] = ()
     #: How long a quarantine entry is kept before the agent purges it; 0 keeps it forever.
@@ -94,7 +95,7 @@ class Agent:
     #: For a dry run: the live agent's journal, whose holds the dry run honours too
     #: (read-only; the dry run keeps its own journal, docs/design.md rules 12 and 14).
     live_journal_path: str | None = None
-    stop_timeout: float = 60.0
+    stop_timeout: float = STOP_TIMEOUT
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import importlib.metadata
 import os
 import socket
 import uuid
@@ -19,20 +20,20 @@ from typing import Any
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg, types
+from oslo_log import log as oslo_log
 
 from nova_orphans import config_check
 from nova_orphans.config_check import ConfigError as ConfigError
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
-from nova_orphans.core.policy import Action, Policy
+from nova_orphans.core.policy import STOP_TIMEOUT, Action, Policy
 
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
-DEFAULT_LIBVIRT_URI = "qemu:///system"
-DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
-#: nova.conf's state_path as distributions install it (where nova-compute writes compute_id).
-DEFAULT_NOVA_STATE_PATH = "/var/lib/nova"
 #: The longest retention a date can hold comfortably: a hundred years.
 MAX_RETENTION_DAYS = 36500
 NOVA_GROUP = "nova"
+#: The cautious defaults of the agent's rules: the policy's own (one source of truth).
+_POLICY = Policy()
 
 
 class UUIDItem(types.String):
@@ -54,19 +55,32 @@ default_opts = [
     cfg.StrOpt(
         "host",
         help="Name of this compute host as Nova knows it (nova-compute's [DEFAULT] host). "
-        "Default: read from nova_config_file, else this machine's host name.",
+        "Default: nova-compute's, read from its config (nova_config_file, nova_config_dir), "
+        "else this machine's host name (as nova-compute's default).",
     ),
-    cfg.StrOpt(
+    cfg.ListOpt(
         "nova_config_file",
-        help="Path of this host's nova.conf. When set, host, instances_path and the libvirt "
-        "connection URI default to nova-compute's own values, and nova-compute's compute_id "
-        "(next to it, or under its state_path) must name Nova's node of the host.",
+        default=[],
+        help="The config files nova-compute is started with, in the same order (later files "
+        "win), e.g. /etc/nova/nova.conf,/etc/nova/nova-compute.conf. host, instances_path and "
+        "the libvirt connection URI then default to nova-compute's own values (its "
+        "interpolation and defaults: instances_path = $state_path/instances, connection_uri "
+        "from [libvirt] virt_type), and nova-compute's compute_id (next to these files, or "
+        "under its state_path) must name Nova's node of the host.",
+    ),
+    cfg.ListOpt(
+        "nova_config_dir",
+        default=[],
+        help="The config directories nova-compute is started with (its --config-dir, as kolla "
+        "and OpenStack-Ansible lay them out): their *.conf files are read in name order, after "
+        "nova_config_file.",
     ),
     cfg.StrOpt(
         "instances_path",
-        help="Where Nova keeps instance directories. Default: from nova_config_file, else "
-        f"{DEFAULT_INSTANCES_PATH}. Give the real path: files are never moved through a "
-        "symlink, so a symlinked instances path means files are left in place and reported.",
+        help="Where Nova keeps instance directories. Default: nova-compute's "
+        f"(from its config, else {DEFAULT_INSTANCES_PATH}). Give the real path: files are "
+        "never moved through a symlink, so a symlinked instances path means files are left in "
+        "place and reported.",
     ),
     cfg.ListOpt(
         "deny_uuids",
@@ -85,8 +99,8 @@ default_opts = [
 libvirt_opts = [
     cfg.StrOpt(
         "connection_uri",
-        help="Libvirt URI of this host's hypervisor. Default: from nova_config_file, else "
-        f"{DEFAULT_LIBVIRT_URI}.",
+        help="Libvirt URI of this host's hypervisor. Default: nova-compute's (its [libvirt] "
+        "connection_uri, else the one its virt_type implies: qemu:///system for kvm and qemu).",
     ),
 ]
 
@@ -122,7 +136,7 @@ agent_opts = [
     ),
     cfg.IntOpt(
         "interval",
-        default=600,
+        default=int(_POLICY.interval),
         min=10,
         help="Seconds between two cycles of 'nova-orphans run'. grace_period and reap_delay "
         "also need the cycles they imply (delay / interval, rounded up), so a wall-clock "
@@ -148,7 +162,7 @@ agent_opts = [
     ),
     cfg.IntOpt(
         "grace_period",
-        default=3600,
+        default=int(_POLICY.grace_period),
         min=0,
         help="Seconds a finding must exist before any step: for 'deleted' counted from "
         "Nova's deletion time, for the other kinds from the first sighting. What is left of "
@@ -156,29 +170,32 @@ agent_opts = [
     ),
     cfg.IntOpt(
         "sightings_required",
-        default=3,
+        default=_POLICY.sightings_required,
         min=1,
         help="Consecutive cycles a finding must be seen, unchanged, before any step.",
     ),
     cfg.IntOpt(
         "reap_delay",
-        default=86400,
+        default=int(_POLICY.reap_delay),
         min=0,
         help="Seconds a guest stays stopped (recoverable in place) before it is reaped; it "
         "must also be seen stopped in as many cycles as this implies (see interval).",
     ),
     cfg.IntOpt(
         "stop_timeout",
-        default=60,
+        default=int(STOP_TIMEOUT),
         min=0,
         help="Seconds to wait for a graceful shutdown before powering the guest off.",
     ),
     cfg.IntOpt(
-        "max_actions_per_cycle", default=1, min=0, help="Destructive steps per cycle, at most."
+        "max_actions_per_cycle",
+        default=_POLICY.max_actions_per_cycle,
+        min=0,
+        help="Destructive steps per cycle, at most.",
     ),
     cfg.FloatOpt(
         "max_orphan_fraction",
-        default=0.5,
+        default=_POLICY.max_orphan_fraction,
         min=0,
         max=1,
         help="When more than this fraction of the host's Nova guests look orphaned, "
@@ -186,7 +203,7 @@ agent_opts = [
     ),
     cfg.IntOpt(
         "brake_min_orphans",
-        default=2,
+        default=_POLICY.brake_min_orphans,
         min=1,
         help="The orphan-fraction brake applies from this many actionable orphans on.",
     ),
@@ -285,7 +302,8 @@ nova_opts = [
     cfg.StrOpt(
         "cloud",
         help="Name of a cloud in clouds.yaml to take Nova credentials from, instead of the "
-        "keystoneauth options of this section.",
+        "keystoneauth options of this section. Default: the environment's OS_CLOUD when this "
+        "section names no auth_type.",
     ),
 ]
 
@@ -351,7 +369,7 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     uses; they exist only once ``auth_type`` is known.
     """
     return {
-        config_check.DEFAULT_GROUP: list(default_opts),
+        config_check.DEFAULT_GROUP: [*default_opts, *logging_opts()],
         "libvirt": list(libvirt_opts),
         "agent": list(agent_opts),
         "metrics": list(metrics_opts),
@@ -360,10 +378,26 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     }
 
 
+def logging_opts() -> list[cfg.Opt]:
+    """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every service has.
+
+    NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
+    sample-config namespace (``oslo.log``) documents.
+    """
+    (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
+    return [opt for _, opts in entry.load()() for opt in opts]
+
+
 def register(conf: cfg.ConfigOpts) -> None:
     """Register every option of this tool on ``conf`` (the auth plugin's come with ``load``)."""
+    oslo_log.register_options(conf)
+    # NOTE: oslo.log registers fatal_deprecations only on first use; the strict check reads it.
+    conf.register_opts(logging_opts())
     for group, opts in _groups(()).items():
-        conf.register_opts(opts, group=None if group == config_check.DEFAULT_GROUP else group)
+        if group == config_check.DEFAULT_GROUP:
+            conf.register_opts(default_opts)
+        else:
+            conf.register_opts(opts, group=group)
     for name, value in NOVA_DEFAULTS.items():
         conf.set_default(name, value, group=NOVA_GROUP)
 
@@ -434,46 +468,167 @@ class HostSettings:
     libvirt_uri: str
     instances_path: str
     deny: Selector
-    #: Where nova-compute keeps its ``compute_id`` (nova.conf's directory and state_path);
-    #: empty without ``nova_config_file``.
+    #: Where nova-compute keeps its ``compute_id`` (its config files' directories and its
+    #: state_path); empty when no nova-compute config is named.
     compute_id_dirs: tuple[str, ...] = ()
 
 
 def host_settings(
-    conf: cfg.ConfigOpts, host: str | None = None, libvirt_uri: str | None = None
+    conf: cfg.ConfigOpts,
+    host: str | None = None,
+    libvirt_uri: str | None = None,
+    check_uri: bool = False,
 ) -> HostSettings:
-    """Resolve the audited host's settings; command-line values win, then ours, then nova.conf."""
-    nova = _read_nova_conf(conf.nova_config_file) if conf.nova_config_file else None
+    """Resolve the audited host's settings: the command line wins, then ours, then nova-compute's.
+
+    nova-compute's values come from the files and directories it reads, with its
+    interpolation and defaults (``NovaComputeConf``); without any, its defaults alone.
+    """
+    if host is not None and not host.strip():
+        raise ConfigError("--host must not be empty")
+    if libvirt_uri is not None and not libvirt_uri.strip():
+        raise ConfigError("--libvirt-uri must not be empty")
+    nova = NovaComputeConf.read(conf.nova_config_file, conf.nova_config_dir)
+    uri = libvirt_uri or conf.libvirt.connection_uri or nova.connection_uri
+    if check_uri:
+        # NOTE: the commands that open libvirt check its URI; the simulation's own
+        # scheme (sim://) never reaches libvirt.
+        check_libvirt_uri(uri)
     return HostSettings(
-        host=host or conf.host or (nova.host if nova else None) or socket.gethostname(),
-        libvirt_uri=libvirt_uri
-        or conf.libvirt.connection_uri
-        or (nova.libvirt.connection_uri if nova else None)
-        or DEFAULT_LIBVIRT_URI,
-        instances_path=conf.instances_path
-        or (nova.instances_path if nova else None)
-        or DEFAULT_INSTANCES_PATH,
+        host=host or conf.host or nova.host,
+        libvirt_uri=uri,
+        instances_path=conf.instances_path or nova.instances_path,
         deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
-        compute_id_dirs=(os.path.dirname(os.path.abspath(conf.nova_config_file)), nova.state_path)
-        if nova
-        else (),
+        compute_id_dirs=nova.compute_id_dirs,
     )
 
 
-def _read_nova_conf(path: str) -> cfg.ConfigOpts:
-    """Read only the few nova-compute options we share; everything else in nova.conf is ignored."""
-    _require_readable(path)
-    nova = cfg.ConfigOpts()
-    nova.register_opts(
-        [
-            cfg.StrOpt("host"),
-            cfg.StrOpt("instances_path"),
-            cfg.StrOpt("state_path", default=DEFAULT_NOVA_STATE_PATH),
-        ]
-    )
-    nova.register_opts([cfg.StrOpt("connection_uri")], group="libvirt")
-    nova(args=[], project="nova", default_config_files=[path])
-    return nova
+#: libvirt's hypervisor drivers (the scheme of a URI, before any "+transport").
+LIBVIRT_DRIVERS = frozenset(
+    [
+        *("bhyve", "ch", "esx", "gsx", "hyperv", "libxl", "lxc", "openvz", "parallels", "qemu"),
+        *("test", "uml", "vbox", "vmwarefusion", "vmwareplayer", "vmwarews", "vpx", "vz", "xen"),
+    ]
+)
+#: libvirt's remote transports ("qemu+ssh://").
+LIBVIRT_TRANSPORTS = frozenset(["ext", "libssh", "libssh2", "ssh", "tcp", "tls", "unix"])
+
+
+def check_libvirt_uri(uri: str) -> None:
+    """Refuse a libvirt URI libvirt would misread; raises ``ConfigError`` naming the problem.
+
+    NOTE: libvirt takes an unknown scheme, or ``test://file.xml``, for a remote
+    host and fails with an unrelated TLS message ("Cannot read CA certificate").
+    """
+    scheme, sep, rest = uri.partition("://")
+    driver, _, transport = scheme.partition("+")
+    if not sep or driver not in LIBVIRT_DRIVERS:
+        known = ", ".join(sorted(LIBVIRT_DRIVERS))
+        raise ConfigError(
+            f"libvirt URI {uri!r}: {driver or uri!r} is not a libvirt driver "
+            f"(driver[+transport]://[host]/path with a driver of {known})"
+        )
+    if transport and transport not in LIBVIRT_TRANSPORTS:
+        raise ConfigError(
+            f"libvirt URI {uri!r}: {transport!r} is not a libvirt transport "
+            f"({', '.join(sorted(LIBVIRT_TRANSPORTS))})"
+        )
+    if driver == "test" and not transport and not rest.startswith("/"):
+        raise ConfigError(
+            f"libvirt URI {uri!r}: the test driver takes an absolute file "
+            "(test:///ABSOLUTE/PATH.xml) or test:///default"
+        )
+
+
+#: The libvirt URI nova-compute connects to for each [libvirt] virt_type when connection_uri
+#: is unset (nova/virt/libvirt/driver.py ``_uri()``); every other type: qemu:///system.
+VIRT_TYPE_URIS = {
+    "lxc": "lxc:///",
+    "parallels": "parallels:///system",
+    "uml": "uml:///system",
+    "xen": "xen:///",
+}
+QEMU_URI = "qemu:///system"
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaComputeConf:
+    """The few nova-compute settings we share, as nova-compute itself resolves them."""
+
+    host: str
+    state_path: str
+    instances_path: str
+    connection_uri: str
+    compute_id_dirs: tuple[str, ...]
+
+    @classmethod
+    def read(cls, files: Sequence[str], dirs: Sequence[str]) -> NovaComputeConf:
+        """Read ``files`` then ``dirs``' ``*.conf`` as ``nova-compute --config-file --config-dir``.
+
+        Only ``host``, ``state_path``, ``instances_path`` and ``[libvirt]``
+        ``connection_uri``/``virt_type`` are read, with nova's defaults and ``$name``
+        interpolation; everything else in nova's files is not ours and is ignored.
+        Raises ``ConfigError`` (one line) for an unreadable file or directory, or a
+        ``$reference`` to an option nova-orphans does not read.
+        """
+        for path in files:
+            _require_readable(path)
+        for path in dirs:
+            if not os.path.isdir(path):
+                raise ConfigError(f"nova_config_dir {path} is not a readable directory")
+        nova = cfg.ConfigOpts()
+        nova.register_opts(
+            [
+                cfg.StrOpt("host", default=socket.gethostname()),
+                cfg.StrOpt("state_path", default=NOVA_STATE_PATH),
+                cfg.StrOpt("instances_path", default="$state_path/instances"),
+            ]
+        )
+        nova.register_opts(
+            [cfg.StrOpt("connection_uri", default=""), cfg.StrOpt("virt_type", default="kvm")],
+            group="libvirt",
+        )
+        where = ", ".join([*files, *dirs]) or "nova's defaults"
+        try:
+            # NOTE: default_config_dirs=[] and files=[]: never oslo's search of ~/.nova,
+            # /etc/nova and nova.conf.d; only what the operator named is read.
+            nova(
+                args=[],
+                project="nova",
+                prog="nova-compute",
+                default_config_files=list(files),
+                default_config_dirs=list(dirs),
+            )
+            libvirt = nova.libvirt
+            return cls(
+                host=nova.host,
+                state_path=nova.state_path,
+                instances_path=nova.instances_path,
+                connection_uri=libvirt.connection_uri
+                or VIRT_TYPE_URIS.get(libvirt.virt_type, QEMU_URI),
+                compute_id_dirs=(
+                    *(os.path.dirname(os.path.abspath(f)) for f in files),
+                    nova.state_path,
+                )
+                if files or dirs
+                else (),
+            )
+        except cfg.TemplateSubstitutionError as exc:
+            raise ConfigError(f"nova-compute config ({where}): {exc.msg}") from exc
+        except cfg.NoSuchOptError as exc:
+            # NOTE: oslo.config names the option being read, not the unknown $reference
+            # in its value; that one is the error it caught.
+            inner = exc.__context__ if isinstance(exc.__context__, cfg.NoSuchOptError) else exc
+            raise ConfigError(
+                f"nova-compute config ({where}): {exc.opt_name} refers to "
+                f"${inner.opt_name}, an option "
+                "nova-orphans does not read (only host, state_path, instances_path and "
+                "[libvirt] connection_uri, virt_type)"
+            ) from exc
+        except cfg.Error as exc:
+            raise ConfigError(
+                f"nova-compute config ({where}): {' '.join(str(exc).split())}"
+            ) from exc
 
 
 def policy(conf: cfg.ConfigOpts) -> Policy:

@@ -117,8 +117,10 @@ class ConfigFiles:
                 except cfg.NoSuchOptError as exc:
                     # NOTE: oslo.config substitutes $NAME in values with option NAME.
                     missing = getattr(exc.__context__, "opt_name", exc.opt_name)
+                    # NOTE: the name is part of the value; a secret's is never shown.
+                    reference = "its $reference" if opt.secret else f"${missing}"
                     raise ConfigError(
-                        f"{self.where(group, opt)}: ${missing} names no option "
+                        f"{self.where(group, opt)}: {reference} names no option "
                         "(write $$ for a literal $)"
                     ) from None
                 except cfg.Error as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 
@@ -36,3 +37,31 @@ def world(tmp_path: pathlib.Path) -> str:
         uuid=worlds.random_uuid(), name="instance-00000001", metadata=worlds.nova_metadata()
     )
     return worlds.write_world(tmp_path, [domain])
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """Every command sets up oslo.log on the root logger; each test starts and ends as it found it.
+
+    NOTE: a handler left on a test's captured (then closed) stderr would print
+    "--- Logging error ---" into a later test's output.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {
+        name: log.level
+        for name, log in logging.root.manager.loggerDict.items()
+        if isinstance(log, logging.Logger)
+    }
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+    for name, log in list(logging.root.manager.loggerDict.items()):
+        if isinstance(log, logging.Logger):
+            log.setLevel(levels.get(name, logging.NOTSET))

@@ -17,9 +17,10 @@ from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.act.manifest import Manifest
 from nova_orphans.core.classify import classify
 from nova_orphans.core.decide import Decision, Plan
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.leftovers import leftovers as core_leftovers
 from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector
-from nova_orphans.core.policy import Step
+from nova_orphans.core.policy import STOP_TIMEOUT, Step
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
@@ -63,10 +64,10 @@ class Actuator:
         journal: Journal,
         clock: Callable[[], datetime.datetime],
         dry_run: bool,
-        stop_timeout: float = 60.0,
+        stop_timeout: float = STOP_TIMEOUT,
         deny: Selector | None = None,
         on_outcome: Callable[[Outcome], None] | None = None,
-        instances_path: str = "/var/lib/nova/instances",
+        instances_path: str = DEFAULT_INSTANCES_PATH,
     ) -> None:
         self._effects = effects
         self._look = look

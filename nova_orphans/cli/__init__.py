@@ -7,6 +7,7 @@ Nova failed, 2 usage or configuration error. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,8 @@ from nova_orphans.cli.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, EXIT_USAGE 
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import JournalError
 from nova_orphans.version import tool_version
+
+LOG = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ObserveError, EffectError) as exc:
         # NOTE: the message names libvirt or Nova, and why.
         return common.fail(EXIT_ERROR, f"error: {common.one_line(exc)}")
+    except Exception as exc:
+        # NOTE: never a traceback on the operator's terminal (docs/design.md rule 9);
+        # it goes to the log at DEBUG, for a bug report.
+        LOG.debug("unexpected error", exc_info=True)
+        return common.fail(
+            EXIT_ERROR, f"unexpected error: {type(exc).__name__}: {common.one_line(exc)}"
+        )
 
 
 if __name__ == "__main__":

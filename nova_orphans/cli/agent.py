@@ -47,8 +47,9 @@ def register(commands: Any) -> None:
 
 def run_agent(args: argparse.Namespace) -> int:
     """Wire the agent from the config, reconcile interrupted steps, then cycle."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    conf = common.load_conf(args)
+    conf = common.load_conf(args, agent=True)
+    # NOTE: oslo.config masks every secret option (password, token…) in this dump.
+    conf.log_opt_values(LOG, logging.DEBUG)
     # NOTE: a second agent is named as such, not as the metrics port its twin holds.
     refuse_if_held(_journal_path(conf, args))
     metrics = Metrics()
@@ -109,7 +110,9 @@ def build_agent(
     conf: cfg.ConfigOpts, args: argparse.Namespace, metrics: Metrics
 ) -> agent_loop.Agent:
     """Everything the agent needs, validated before anything runs."""
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     policy = config.policy(conf)
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)

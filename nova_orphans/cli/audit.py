@@ -27,6 +27,7 @@ def register(commands: Any) -> None:
     common.add_format(audit)
     audit.set_defaults(handler=run_audit)
     demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
+    common.add_debug(demo)
     common.add_format(demo)
     demo.set_defaults(handler=run_demo)
 
@@ -42,7 +43,9 @@ def transport_from_conf(conf: Any) -> KeystoneTransport:
 def run_audit(args: argparse.Namespace) -> int:
     """One read-only audit of this host."""
     conf = common.load_conf(args)
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     nova = NovaObserver(transport_from_conf(conf))
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
         result = pipeline.audit(
@@ -71,6 +74,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """Audit the embedded simulated cloud through the same pipeline."""
     from nova_orphans.demo import world
 
+    common.setup_logging(common.logging_conf(), args)
     with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
         demo = world.build(directory)
         with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:

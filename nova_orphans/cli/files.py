@@ -27,10 +27,12 @@ def register(commands: Any) -> None:
     sample = commands.add_parser(
         "sample-config", help="print the sample configuration (every option, with its help)"
     )
+    common.add_debug(sample)
     sample.set_defaults(handler=print_sample_config)
     unit = commands.add_parser(
         "systemd-unit", help="print the systemd unit, ExecStart naming this installation"
     )
+    common.add_debug(unit)
     unit.add_argument(
         "--executable",
         metavar="PATH",
@@ -46,12 +48,14 @@ def shipped(name: str) -> str:
 
 def print_sample_config(args: argparse.Namespace) -> int:
     """Print the sample configuration file."""
+    common.setup_logging(common.logging_conf(), args)
     sys.stdout.write(shipped(SAMPLE_CONFIG))
     return common.EXIT_OK
 
 
 def print_systemd_unit(args: argparse.Namespace) -> int:
     """Print the systemd unit with ExecStart naming the console script that will run."""
+    common.setup_logging(common.logging_conf(), args)
     executable = args.executable or console_script()
     if not os.path.isabs(executable):
         raise common.UsageError(f"--executable {executable!r} is not an absolute path")

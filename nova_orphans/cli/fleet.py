@@ -12,6 +12,7 @@ import argparse
 import collections
 import dataclasses
 import datetime
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from nova_orphans import conf as config
 from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
 from nova_orphans.fleet import render, render_reports, reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
@@ -41,7 +43,7 @@ class FleetSettings:
     concurrency: int
     timeout: float
     deny: Selector = dataclasses.field(default_factory=Selector)
-    instances_path: str = config.DEFAULT_INSTANCES_PATH
+    instances_path: str = DEFAULT_INSTANCES_PATH
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,6 +96,9 @@ def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
             number = kind(value)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+        # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
         if number <= 0:
             raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
         return number
@@ -141,6 +146,7 @@ def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> Flee
     template = args.uri_template or conf.fleet.uri_template
     if "{host}" not in template:
         raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
+    config.check_libvirt_uri(template.replace("{host}", "host"))
     # NOTE: host_settings resolves the local host's settings; of those only the
     # deny list and instances_path apply to every host of the fleet.
     local = config.host_settings(conf)

@@ -28,7 +28,7 @@ def register(commands: Any) -> None:
     history = commands.add_parser("history", help="what the agent did, newest first")
     common.add_config(history)
     history.add_argument("--uuid", type=_uuid, help="only this guest")
-    history.add_argument("--limit", type=int, default=100)
+    history.add_argument("--limit", type=_positive_int, default=100, help="newest N (default 100)")
     common.add_format(history)
     history.set_defaults(handler=show_history)
 
@@ -76,6 +76,16 @@ def _uuid(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
+
+
 def _days(value: str) -> float:
     try:
         days = float(value)
@@ -88,16 +98,32 @@ def _days(value: str) -> float:
     return days
 
 
-def _journal(args: argparse.Namespace) -> tuple[Journal, config.StatePaths, Any]:
+def _journal(
+    args: argparse.Namespace, journal_required: bool = False
+) -> tuple[Journal, config.StatePaths, Any]:
+    """The agent's journal; a mistyped state directory is not an empty one.
+
+    ``history`` needs the journal itself; the quarantine commands also work from the
+    quarantine's manifests when the journal is lost, so they need one of the two.
+    """
     conf = common.load_conf(args)
     paths = config.state_paths(conf)
+    found = os.path.isfile(paths.journal) or (
+        not journal_required and os.path.isdir(paths.quarantine)
+    )
+    if not found:
+        where = paths.journal if journal_required else f"{paths.journal} nor {paths.quarantine}"
+        raise config.ConfigError(
+            f"no journal at {where} (check [agent] state_dir, journal_path, quarantine_dir; "
+            "the agent creates them on its first run)"
+        )
     return Journal(paths.journal), paths, conf
 
 
 def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
     and holds and releases, newest first."""
-    journal, paths, _ = _journal(args)
+    journal, paths, _ = _journal(args, journal_required=True)
     events = _events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
         events += _steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
@@ -181,10 +207,14 @@ def restore_guest(args: argparse.Namespace) -> int:
     when Nova cannot be asked; ``--force`` overrides. Nothing is changed on a refusal.
     """
     journal, paths, conf = _journal(args)
-    settings = config.host_settings(conf, host=args.host, libvirt_uri=args.libvirt_uri)
+    settings = config.host_settings(
+        conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
+    )
     entry = quarantine.latest(journal, paths.quarantine, args.uuid)
     if entry is None:
-        raise config.ConfigError(f"no restorable quarantine entry for {args.uuid}")
+        raise common.UsageError(
+            f"no restorable quarantine entry for {args.uuid} (see 'nova-orphans quarantine list')"
+        )
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:

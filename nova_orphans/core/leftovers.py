@@ -10,8 +10,11 @@ import posixpath
 
 from nova_orphans.core.model import Domain
 
-#: Nova's default ``instances_path``.
-DEFAULT_INSTANCES_PATH = "/var/lib/nova/instances"
+#: nova.conf's ``state_path`` as distributions install it (nova's own default is the
+#: directory it is installed in, which every package overrides).
+NOVA_STATE_PATH = "/var/lib/nova"
+#: Nova's default ``instances_path``: ``$state_path/instances``.
+DEFAULT_INSTANCES_PATH = f"{NOVA_STATE_PATH}/instances"
 
 
 def leftovers(domain: Domain, instances_path: str) -> list[str]:

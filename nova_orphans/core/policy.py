@@ -30,6 +30,10 @@ class Step(str, enum.Enum):
     REAP = "reap"
 
 
+#: Seconds to wait for a graceful shutdown before powering a guest off (``[agent] stop_timeout``).
+STOP_TIMEOUT = 60.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Policy:
     """The agent's rules of engagement. Every default is the cautious one."""

@@ -6,8 +6,8 @@ import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 
-from nova_orphans import conf as config
 from nova_orphans.core import fleet as core_fleet
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector, Server
 from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
@@ -43,7 +43,7 @@ class FleetReport:
     #: Requests made to Nova's API by the observer, host discovery included.
     nova_requests: int
     #: Where Nova keeps instance directories on the hosts (for the leftovers).
-    instances_path: str = config.DEFAULT_INSTANCES_PATH
+    instances_path: str = DEFAULT_INSTANCES_PATH
 
     @property
     def unreachable(self) -> list[HostReport]:
@@ -71,7 +71,7 @@ def fleet_audit(
     known_hosts: Sequence[str],
     now: datetime.datetime,
     deny: Selector | None = None,
-    instances_path: str = config.DEFAULT_INSTANCES_PATH,
+    instances_path: str = DEFAULT_INSTANCES_PATH,
 ) -> FleetReport:
     """Classify the scanned hosts against one fleet-wide look at Nova.
 

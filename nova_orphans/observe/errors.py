@@ -27,6 +27,10 @@ class NovaUnreachable(NovaError):
     msg_fmt = "Nova unreachable at %(endpoint)s: %(reason)s"
 
 
+class KeystoneUnreachable(NovaError):
+    msg_fmt = "Keystone unreachable at %(auth_url)s (so Nova cannot be asked): %(reason)s"
+
+
 class NovaAuthFailed(NovaError):
     msg_fmt = "Nova refused our credentials (HTTP %(status)s): %(reason)s"
 

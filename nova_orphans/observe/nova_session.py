@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
@@ -9,7 +10,12 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_orphans.observe.errors import NovaAuthFailed, NovaError, NovaUnreachable
+from nova_orphans.observe.errors import (
+    KeystoneUnreachable,
+    NovaAuthFailed,
+    NovaError,
+    NovaUnreachable,
+)
 from nova_orphans.observe.nova import MICROVERSION
 
 
@@ -25,6 +31,7 @@ class KeystoneTransport:
 
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` on the compute endpoint at our pinned microversion."""
+        self._authenticate()
         try:
             response = self._adapter.get(
                 path,
@@ -44,6 +51,18 @@ class KeystoneTransport:
             body = None
         return response.status_code, body
 
+    def _authenticate(self) -> None:
+        """Get a token and Nova's endpoint first, so a Keystone failure is named as such."""
+        try:
+            self._adapter.get_endpoint()
+        except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
+            raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            auth_url = getattr(self._adapter.session.auth, "auth_url", None) or "Keystone"
+            raise KeystoneUnreachable(auth_url=auth_url, reason=_one_line(exc)) from exc
+        except ks_exc.ClientException as exc:
+            raise NovaError(reason=_one_line(exc)) from exc
+
     def _endpoint(self) -> str:
         try:
             return str(self._adapter.get_endpoint())
@@ -62,7 +81,14 @@ def transport_from_conf(conf: cfg.ConfigOpts, group: str = "nova") -> KeystoneTr
         return KeystoneTransport(_adapter_from_cloud(section.cloud))
     auth = ks_loading.load_auth_from_conf_options(conf, group)
     if auth is None:
-        raise CredentialsMissing(f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml)")
+        # NOTE: as the openstack client does, OS_CLOUD names the cloud; the config
+        # file's own choice (cloud, or auth_type) comes first.
+        cloud = os.environ.get("OS_CLOUD", "").strip()
+        if cloud:
+            return KeystoneTransport(_adapter_from_cloud(cloud))
+        raise CredentialsMissing(
+            f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
+        )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
     adapter = ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
     return KeystoneTransport(adapter)

@@ -115,8 +115,9 @@ def test_host1s_copied_config_on_lvhosts_libvirt_is_refused_and_its_guest_keeps_
     for _ in range(2):
         done = run_once(config)
         assert done.returncode == EXIT_ERROR, done.stderr
-        assert "ERROR nova_orphans.agent IDENTITY: cycle aborted, nothing was done: identity " in (
-            done.stderr
+        assert (
+            "ERROR nova_orphans.agent [-] IDENTITY: cycle aborted, nothing was done: identity "
+            in (done.stderr)
         )
         assert "finding uuid=" not in done.stderr
         assert harness.domain_state(lvhost_guest) == "running"

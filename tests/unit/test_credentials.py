@@ -99,3 +99,27 @@ def test_a_password_section_loads_every_standard_option(tmp_path):
 def test_no_credentials_at_all_is_refused(tmp_path):
     with pytest.raises(CredentialsMissing):
         transport_from_conf(conf.load([write(tmp_path, "c.conf", "[DEFAULT]\n")]))
+
+
+def test_os_cloud_alone_names_the_cloud(tmp_path, capsys, world, clouds_yaml, monkeypatch):
+    monkeypatch.setenv("OS_CLOUD", "test")
+    config = write(tmp_path, "c.conf", "[DEFAULT]\nhost = cmp-1\n")
+    code = cli.main(["audit", "--config-file", config, "--libvirt-uri", world])
+    err = capsys.readouterr().err.strip().splitlines()
+    # The cloud's endpoint was asked (and is down): not "needs auth_type".
+    assert code == cli.EXIT_ERROR
+    assert len(err) == 1 and "127.0.0.1:1" in err[0], err
+
+
+def test_the_config_files_choice_wins_over_os_cloud(tmp_path, clouds_yaml, monkeypatch):
+    monkeypatch.setenv("OS_CLOUD", "test")
+    loaded = conf.load(
+        [
+            write(
+                tmp_path,
+                "c.conf",
+                "[nova]\nauth_type = admin_token\nendpoint = http://nova.example/v2.1\ntoken = t\n",
+            )
+        ]
+    )
+    assert transport_from_conf(loaded)._endpoint() == "http://nova.example/v2.1"

@@ -74,6 +74,7 @@ def test_bad_journal_commands_exit_2(capsys, argv):
 
 
 def test_restore_of_a_uuid_not_in_quarantine_exits_2(tmp_path, capsys):
+    (tmp_path / "state" / "quarantine").mkdir(parents=True)
     code = cli.main(
         [
             "restore",

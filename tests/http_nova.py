@@ -1,0 +1,129 @@
+"""The simulated Nova served over HTTP, behind a minimal Keystone, for a real keystoneauth session.
+
+Keystone issues ``ISSUED_TOKEN`` for the right password; Nova answers only requests
+carrying an accepted ``X-Auth-Token`` and records every token it saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from nova_orphans.demo.simnova import SimulatedNova
+
+ISSUED_TOKEN = "gAAAAissued-token-0123456789"
+
+
+def token_body(nova_url: str) -> dict[str, Any]:
+    """A Keystone v3 token whose catalog names ``nova_url`` as the compute endpoint."""
+    domain = {"id": "default", "name": "Default"}
+    return {
+        "token": {
+            "methods": ["password"],
+            "expires_at": "2099-01-01T00:00:00.000000Z",
+            "issued_at": "2026-01-01T00:00:00.000000Z",
+            "user": {"id": "u1", "name": "nova-orphans", "domain": domain},
+            "project": {"id": "p1", "name": "service", "domain": domain},
+            "roles": [{"id": "r1", "name": "reader"}],
+            "catalog": [
+                {
+                    "type": "compute",
+                    "name": "nova",
+                    "id": "c1",
+                    "endpoints": [
+                        {
+                            "id": f"e-{i}",
+                            "interface": i,
+                            "region": "RegionOne",
+                            "region_id": "RegionOne",
+                            "url": nova_url,
+                        }
+                        for i in ("public", "internal", "admin")
+                    ],
+                }
+            ],
+        }
+    }
+
+
+class Cloud:
+    """A served SimulatedNova (``url``) and Keystone (``auth_url``)."""
+
+    def __init__(self, nova: SimulatedNova, password: str, admin_token: str) -> None:
+        self.nova = nova
+        self.password = password
+        self.accepted = {admin_token, ISSUED_TOKEN}
+        self.tokens_seen: list[str] = []
+        self.url = ""
+        self.auth_url = ""
+
+
+def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(body).encode() if body is not None else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.rstrip("/") != "/identity/v3/auth/tokens":
+                return self._send(404, {"error": {"code": 404}})
+            user = request["auth"]["identity"].get("password", {}).get("user", {})
+            if user.get("password") != cloud.password:
+                return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
+            self._send(201, token_body(cloud.url), {"X-Subject-Token": ISSUED_TOKEN})
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/identity"):
+                # Keystone's version discovery, as the generic password plugin asks it.
+                return self._send(
+                    200,
+                    {
+                        "version": {
+                            "id": "v3.14",
+                            "status": "stable",
+                            "updated": "2020-01-01T00:00:00Z",
+                            "links": [{"rel": "self", "href": f"{cloud.auth_url}/"}],
+                        }
+                    },
+                )
+            token = self.headers.get("X-Auth-Token", "")
+            cloud.tokens_seen.append(token)
+            if not self.path.startswith("/v2.1"):
+                return self._send(404, {"error": {"code": 404}})
+            if token not in cloud.accepted:
+                return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
+            status, body = cloud.nova.get(self.path[len("/v2.1") :] or "/")
+            self._send(status, body)
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve(nova: SimulatedNova, password: str, admin_token: str) -> Iterator[Cloud]:
+    """Serve ``nova`` and a Keystone on 127.0.0.1 for the duration of the block."""
+    cloud = Cloud(nova, password, admin_token)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(cloud))
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    cloud.url, cloud.auth_url = f"{base}/v2.1", f"{base}/identity/v3"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield cloud
+    finally:
+        server.shutdown()
+        server.server_close()
