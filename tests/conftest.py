@@ -48,6 +48,8 @@ def _restore_logging():
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    # NOTE: the simulation's tests silence logging process-wide (logging.disable).
+    disabled = logging.root.manager.disable
     levels = {
         name: log.level
         for name, log in logging.root.manager.loggerDict.items()
@@ -62,6 +64,7 @@ def _restore_logging():
         if handler not in root.handlers:
             root.addHandler(handler)
     root.setLevel(level)
+    logging.disable(disabled)
     for name, log in list(logging.root.manager.loggerDict.items()):
         if isinstance(log, logging.Logger):
             log.setLevel(levels.get(name, logging.NOTSET))
