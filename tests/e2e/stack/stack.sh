@@ -104,7 +104,11 @@ waitfor() {  # description timeout_s command...
     local what=$1 tmo=$2; shift 2
     local end=$(( $(date +%s) + tmo ))
     until "$@"; do
-        [ "$(date +%s)" -lt "$end" ] || die "$what not ready within ${tmo}s (logs: $LOG)"
+        if [ "$(date +%s)" -ge "$end" ]; then
+            # CI keeps only what was printed: show the service's own last words.
+            [ -f "$LOG/$what.log" ] && tail -n 20 "$LOG/$what.log" | sed "s/^/stack: $what.log: /" >&2
+            die "$what not ready within ${tmo}s (logs: $LOG)"
+        fi
         sleep 0.3
     done
 }
@@ -262,13 +266,25 @@ EOF
 }
 
 # ---------------------------------------------------------------------------- pieces
+# A first bootstrap has been seen to fail once on a fresh CI machine and never here: try
+# three times from an empty data directory, and show the log's end in CI's output if all fail.
+install_mariadb() {  # name datadir
+    local name=$1 data=$2 try
+    for try in 1 2 3; do
+        rm -rf "$data"
+        mariadb-install-db --no-defaults --datadir="$data" --user=root \
+            --auth-root-authentication-method=normal --skip-test-db \
+            >>"$LOG/$name-install.log" 2>&1 && return 0
+        printf 'stack: %s bootstrap attempt %s failed\n' "$name" "$try" >&2
+        sleep 2
+    done
+    tail -n 30 "$LOG/$name-install.log" | sed "s/^/stack: $name-install.log: /" >&2
+    df -h "$data/.." >&2 || true
+    die "mariadb-install-db failed (see $LOG/$name-install.log)"
+}
 start_mariadb() {  # name datadir socket port
     local name=$1 data=$2 sock=$3 port=$4
-    if [ ! -d "$data/mysql" ]; then
-        mariadb-install-db --no-defaults --datadir="$data" --user=root \
-            --auth-root-authentication-method=normal --skip-test-db >"$LOG/$name-install.log" 2>&1 ||
-            die "mariadb-install-db failed (see $LOG/$name-install.log)"
-    fi
+    [ -d "$data/mysql" ] || install_mariadb "$name" "$data"
     daemon "$name" mariadbd --no-defaults --datadir="$data" --socket="$sock" \
         --port="$port" --bind-address=127.0.0.1 --user=root --pid-file="$data.pidf" \
         --skip-log-bin --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 \
@@ -448,6 +464,9 @@ start() {
     write_configs
     local epmd_before; epmd_before=$(pgrep -x epmd || true)
     log "starting mariadb (both cells), rabbitmq, neutron stub"
+    # Bootstraps one after the other (about a second each): nothing shared can race.
+    install_mariadb mariadb "$STATE/mysql"
+    install_mariadb mariadb-cell2 "$STATE/mysql-cell2"
     start_mariadb_cell1 &
     local m1=$!
     start_mariadb_cell2 &
