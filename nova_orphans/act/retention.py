@@ -66,10 +66,12 @@ def _cycles_passed(
     """Count this cycle's sighting of ``entry``; whether retention's cycles have passed.
 
     NOTE: docs/design.md rule 15. A wall clock stepped forward makes every entry
-    look old at once; the purge is the one irreversible step, so it also needs
-    the cycles. As for grace, only the part of the retention still left at the
-    first sighting needs them (an entry first seen old, e.g. after a journal
-    was lost, is not kept for a second retention).
+    look old at once, even before the entry's first sighting; the purge is the one
+    irreversible step, so, as for grace, the whole retention is also needed in
+    cycles counted from the first sighting. The agent sights its own reaps from
+    the next cycle on, so this costs nothing in normal operation; an entry first
+    seen old (a journal lost, a directory copied in) waits one more retention, or
+    the operator's ``purge --older-than``.
     """
     seen = journal.retention_sighting(entry)
     if seen is None:
@@ -77,8 +79,7 @@ def _cycles_passed(
     elif counts_after(seen.last_counted, now, policy.interval):
         seen = RetentionSighting(seen.first_seen, now, seen.cycles + 1)
     journal.put_retention_sighting(entry, seen)
-    left_then = older_than - (seen.first_seen - entry.reaped_time)
-    return seen.cycles >= policy.cycles_for(min(left_then, older_than).total_seconds())
+    return seen.cycles >= policy.cycles_for(older_than.total_seconds())
 
 
 def purge_expired(

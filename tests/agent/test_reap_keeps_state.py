@@ -93,11 +93,27 @@ def _old_entry(world: SimWorld, tmp_path, uuid: str, days: float, journal: bool)
     return str(directory)
 
 
+DAY = 86400.0
+
+
+def _through_retention(world: SimWorld, days: int) -> None:
+    """Cycles a day apart (the world's interval) up to the last one before the purge.
+
+    An entry first seen old waits the whole retention in cycles too (docs/design.md
+    rule 15): its reaped time is the agent's clock's word, which a step forward before
+    the first sighting would have made old.
+    """
+    for _ in range(days):
+        world.cycle(DAY)
+        assert "purge" not in [m for m, _ in world.effects.calls]
+
+
 def test_the_retention_purge_is_journaled_intent_before_outcome_after(tmp_path):
-    world = SimWorld(tmp_path)
+    world = SimWorld(tmp_path, interval=DAY)
     world.agent.retention = datetime.timedelta(days=7)
     world.boot("managed")
     directory = _old_entry(world, tmp_path, OLD, 10, journal=True)
+    _through_retention(world, 7)
     seen = []
 
     def during_purge(method: str, uuid: str) -> None:
@@ -105,7 +121,7 @@ def test_the_retention_purge_is_journaled_intent_before_outcome_after(tmp_path):
             seen.append([(i.step, i.outcome) for i in world.journal.open_intents()])
 
     world.effects.after = during_purge
-    world.cycle()
+    world.cycle(DAY)
     assert seen == [[("purge", None)]]  # the intent was open while the directory went
     (intent,) = world.journal.history(OLD)
     assert (intent.step, intent.outcome, intent.detail) == ("purge", "done", f"purged {directory}")
@@ -113,12 +129,13 @@ def test_the_retention_purge_is_journaled_intent_before_outcome_after(tmp_path):
 
 
 def test_the_retention_purge_finds_entries_only_their_manifest_knows(tmp_path):
-    world = SimWorld(tmp_path)
+    world = SimWorld(tmp_path, interval=DAY)
     world.agent.retention = datetime.timedelta(days=7)
     world.boot("managed")
     old = _old_entry(world, tmp_path, OLD, 10, journal=False)
+    _through_retention(world, 7)
     young = _old_entry(world, tmp_path, "22222222-2222-4222-8222-222222222222", 2, journal=False)
-    world.cycle()
+    world.cycle(DAY)
     assert [m for m, _ in world.effects.calls].count("purge") == 1
     assert not (tmp_path / old).exists() and (tmp_path / young).exists()
     (entry,) = world.journal.quarantine(include_done=True)
@@ -126,11 +143,12 @@ def test_the_retention_purge_finds_entries_only_their_manifest_knows(tmp_path):
 
 
 def test_a_dry_run_journals_the_purge_it_would_do_and_deletes_nothing(tmp_path):
-    world = SimWorld(tmp_path, dry_run=True)
+    world = SimWorld(tmp_path, dry_run=True, interval=DAY)
     world.agent.retention = datetime.timedelta(days=1)
     world.boot("managed")
     directory = _old_entry(world, tmp_path, OLD, 30, journal=True)
-    world.cycle()
+    world.cycle(DAY)  # first sighting
+    world.cycle(DAY)
     assert (tmp_path / directory).exists()
     assert ("purge", (OLD, directory)) in world.recorder.calls
     (intent,) = world.journal.history(OLD)
@@ -148,10 +166,11 @@ class Crash(BaseException):
 
 @pytest.mark.parametrize("gone", [True, False], ids=["directory gone", "directory still there"])
 def test_a_purge_a_crash_interrupted_is_reconciled_and_not_repeated(tmp_path, gone):
-    world = SimWorld(tmp_path)
+    world = SimWorld(tmp_path, interval=DAY)
     world.agent.retention = datetime.timedelta(days=7)
     world.boot("managed")
     directory = _old_entry(world, tmp_path, OLD, 10, journal=True)
+    _through_retention(world, 7)
 
     def crash(method: str, uuid: str) -> None:
         raise Crash()
@@ -161,7 +180,7 @@ def test_a_purge_a_crash_interrupted_is_reconciled_and_not_repeated(tmp_path, go
     else:
         world.effects.purge = lambda uuid, d: (_ for _ in ()).throw(Crash())  # type: ignore[method-assign]
     with pytest.raises(Crash):
-        world.cycle()
+        world.cycle(DAY)
     world.effects.after = None
     purges = [m for m, _ in world.effects.calls].count("purge")
     (note,) = world.agent.reconcile()

@@ -442,44 +442,52 @@ def test_dry_run_decisions_equal_live_decisions(tmp_path):
 
 # --- quarantine retention ------------------------------------------------------------------
 
+OLD_UUID = "11111111-1111-4111-8111-111111111111"
+
+
+def _quarantined(world: SimWorld, root, uuid: str, age_days: float):
+    """A quarantine directory the journal knows, reaped ``age_days`` before the world's now."""
+    stamp = (world.now - datetime.timedelta(days=age_days)).strftime(STAMP_FORMAT)
+    directory = root / uuid / stamp
+    directory.mkdir(parents=True)
+    (directory / "domain.xml").write_text("<domain/>")
+    world.journal.add_quarantine(QuarantineEntry(uuid, stamp, "deleted", str(directory), False, []))
+    return directory
+
 
 def test_quarantine_entries_older_than_retention_are_purged_and_younger_kept(tmp_path):
-    world = SimWorld(tmp_path)
+    """Rule 15 for the one irreversible step: the retention's age AND its cycles.
+
+    An entry first seen 10 days old (its age is the clock's word) still waits the
+    retention's 7 cycles; one the agent reaped later is kept until its own retention.
+    """
+    day = 86400.0
+    world = SimWorld(tmp_path, interval=day)
     world.agent.retention = datetime.timedelta(days=7)
     world.boot("managed")
     root = tmp_path / "quarantine"
-    entries = {}
-    for age_days, uuid in (
-        (10, "11111111-1111-4111-8111-111111111111"),
-        (2, "22222222-2222-4222-8222-222222222222"),
-    ):
-        stamp = (world.now - datetime.timedelta(days=age_days)).strftime(STAMP_FORMAT)
-        directory = root / uuid / stamp
-        directory.mkdir(parents=True)
-        (directory / "domain.xml").write_text("<domain/>")
-        entries[uuid] = directory
-        world.journal.add_quarantine(
-            QuarantineEntry(uuid, stamp, "deleted", str(directory), False, [])
-        )
-    world.cycle()
-    old, young = entries.values()
+    old = _quarantined(world, root, "11111111-1111-4111-8111-111111111111", 10)
+    young = None
+    for cycle in range(7):  # the first sighting, then 6 of the 7 cycles
+        world.cycle(day)
+        assert old.exists()
+        if cycle == 2:
+            young = _quarantined(world, root, "22222222-2222-4222-8222-222222222222", 0)
+    world.cycle(day)
+    assert young is not None
     assert not old.exists() and young.exists()
     assert [e.uuid for e in world.journal.quarantine()] == [young.parent.name]
 
 
 def test_a_dry_run_never_purges_the_quarantine(tmp_path):
-    world = SimWorld(tmp_path, dry_run=True)
+    day = 86400.0
+    world = SimWorld(tmp_path, dry_run=True, interval=day)
     world.agent.retention = datetime.timedelta(days=1)
     world.boot("managed")
-    stamp = (world.now - datetime.timedelta(days=30)).strftime(STAMP_FORMAT)
-    directory = tmp_path / "quarantine" / "11111111-1111-4111-8111-111111111111" / stamp
-    directory.mkdir(parents=True)
-    world.journal.add_quarantine(
-        QuarantineEntry(
-            "11111111-1111-4111-8111-111111111111", stamp, "deleted", str(directory), False, []
-        )
-    )
-    world.cycle()
+    directory = _quarantined(world, tmp_path / "quarantine", OLD_UUID, 30)
+    for _ in range(3):  # well past the retention's age and its cycles
+        world.cycle(day)
+    assert ("purge", (OLD_UUID, str(directory))) in world.recorder.calls  # it would have
     assert directory.exists()
 
 

@@ -171,3 +171,43 @@ def test_seed_1_index_9024_a_purge_does_not_hide_the_stop_the_operator_undid():
         ),
     )
     assert invariants(history) == set()
+
+
+def test_seed_1_index_4116_a_clock_step_before_the_first_sighting_does_not_shorten_retention():
+    """An unknown guest reaped, the agent's clock stepped 39 minutes ahead after a crash:
+    the quarantine directory was first seen "old" and purged 20 minutes after the reap,
+    under a 50-minute retention (so was index 6781 and 8044 of seed 1).
+
+    Fixed by the retention needing its whole length in cycles from the first sighting.
+    """
+    history = History(
+        seed=1,
+        index=4116,
+        setup=Setup(
+            interval=600.0,
+            actions=(("deleted", "log"), ("unknown", "reap"), ("misplaced", "log")),
+            grace_period=300.0,
+            sightings_required=1,
+            reap_delay=1500.0,
+            max_actions_per_cycle=3,
+            max_orphan_fraction=1.0,
+            brake_min_orphans=100,
+            page_size=3,
+            retry_attempts=3,
+            retention=3000.0,
+            max_limit=1,
+        ),
+        steps=(
+            Event(at=3724.5, op="boot_here", label="s7", arg="stopped"),
+            Event(at=4209.2, op="local_delete", label="s7", arg=""),
+            Event(at=5575.2, op="boot_here", label="s9", arg="running"),
+            Event(at=10442.8, op="archive", label="", arg=""),
+            Cycle(at=10800.0, fail=("stop",)),
+            Cycle(at=11400.0),
+            Cycle(at=12000.0),
+            Cycle(at=12600.0, crash=(5, "before")),
+            Event(at=13199.5, op="clock", label="", arg="2318"),
+            Cycle(at=13800.0),
+        ),
+    )
+    assert checks.RESTORE not in invariants(history)
