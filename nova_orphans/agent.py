@@ -29,10 +29,12 @@ from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
 from nova_orphans.record.metrics import Metrics
 
 LOG = logging.getLogger(__name__)
+#: Seconds a cycle's retention purge waits for an operator's restore to finish.
+QUARANTINE_WAIT = 5.0
 
 
 class HostHypervisor(pipeline.Hypervisor, Protocol):
@@ -199,7 +201,9 @@ class Agent:
 
     def _purge_expired(self, now: datetime.datetime) -> None:
         """Purge quarantine entries older than ``retention`` (a dry run only records)."""
-        if self.retention:
+        if not self.retention:
+            return
+        try:
             retention.purge_expired(
                 self.effects,
                 self.journal,
@@ -208,7 +212,11 @@ class Agent:
                 self.retention,
                 self.dry_run,
                 cycles=self.policy,
+                wait=QUARANTINE_WAIT,
             )
+        except QuarantineBusy as exc:
+            # NOTE: an operator's restore is under way; the next cycle purges.
+            LOG.info("retention purge skipped this cycle: %s", exc)
 
     def _log_identity(self, verdict: Verdict) -> None:
         self.metrics.identity_verified.set(1 if verdict.verified else 0)

@@ -90,33 +90,48 @@ def purge_expired(
     older_than: datetime.timedelta,
     dry_run: bool,
     cycles: Policy | None = None,
+    wait: float = 60.0,
 ) -> list[Purged]:
     """Purge every expired entry, each journaled intent-before, outcome-after.
 
     ``cycles``: the agent's policy (its cycles count, see ``expired``); None for
-    the operator's ``purge`` command, which goes by the wall clock alone.
+    the operator's ``purge`` command, which goes by the wall clock alone. Holds
+    the quarantine's lock throughout (``QuarantineBusy`` after ``wait`` seconds):
+    a restore never sees its directory deleted under it.
     """
-    done = []
-    for entry in expired(journal, quarantine_root, now, older_than, cycles):
-        intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
-        try:
-            detail, outcome = effects.purge(entry.uuid, entry.path), "done"
-        except EffectError as exc:
-            detail, outcome = str(exc), "failed"
-        if outcome == "done" and not dry_run:
-            _close(journal, entry, now)
-        journal.finish(intent, outcome, detail, now)
-        LOG.log(
-            logging.WARNING if outcome == "failed" else logging.INFO,
-            "quarantine purge uuid=%s reaped_at=%s dry_run=%s outcome=%s detail=%s",
-            entry.uuid,
-            entry.reaped_at,
-            dry_run,
-            outcome,
-            detail,
-        )
-        done.append(Purged(entry, outcome, detail, dry_run))
-    return done
+    with journal.quarantine_held(wait):
+        return [
+            _purge(effects, journal, entry, now, dry_run)
+            for entry in expired(journal, quarantine_root, now, older_than, cycles)
+        ]
+
+
+def _purge(
+    effects: Effects,
+    journal: Journal,
+    entry: QuarantineEntry,
+    now: datetime.datetime,
+    dry_run: bool,
+) -> Purged:
+    """Purge one entry: intent journaled before, outcome after."""
+    intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
+    try:
+        detail, outcome = effects.purge(entry.uuid, entry.path), "done"
+    except EffectError as exc:
+        detail, outcome = str(exc), "failed"
+    if outcome == "done" and not dry_run:
+        _close(journal, entry, now)
+    journal.finish(intent, outcome, detail, now)
+    LOG.log(
+        logging.WARNING if outcome == "failed" else logging.INFO,
+        "quarantine purge uuid=%s reaped_at=%s dry_run=%s outcome=%s detail=%s",
+        entry.uuid,
+        entry.reaped_at,
+        dry_run,
+        outcome,
+        detail,
+    )
+    return Purged(entry, outcome, detail, dry_run)
 
 
 def reconciled(journal: Journal, uuid: str, now: datetime.datetime) -> str:

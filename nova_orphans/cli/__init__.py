@@ -19,7 +19,7 @@ from nova_orphans.act.effects import EffectError
 from nova_orphans.cli import agent, audit, common, files, fleet, journal
 from nova_orphans.cli.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, EXIT_USAGE  # noqa: F401
 from nova_orphans.observe.errors import ObserveError
-from nova_orphans.record.journal import JournalError
+from nova_orphans.record.journal import JournalError, QuarantineBusy
 from nova_orphans.version import tool_version
 
 LOG = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return common.fail(EXIT_USAGE, f"usage error: {exc}")
     except (cfg.Error, config.ConfigError, ks_exc.ClientException) as exc:
         return common.fail(EXIT_USAGE, f"config error: {common.one_line(exc)}")
+    except QuarantineBusy as exc:
+        return common.fail(EXIT_ERROR, f"error: {common.one_line(exc)}")
     except JournalError as exc:
         # NOTE: the journal's path is configuration; an agent that cannot record stops.
         return common.fail(EXIT_USAGE, f"journal error: {common.one_line(exc)}")

@@ -22,6 +22,9 @@ from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
+#: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
+QUARANTINE_WAIT = 60.0
+
 
 def register(commands: Any) -> None:
     """Add the journal and quarantine sub-commands."""
@@ -210,11 +213,30 @@ def restore_guest(args: argparse.Namespace) -> int:
     settings = config.host_settings(
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
-    entry = quarantine.latest(journal, paths.quarantine, args.uuid)
+    _restorable_entry(journal, paths, args.uuid)  # bad input changes nothing, not even a lock
+    # NOTE: held from reading the entry to the end: a running agent's retention
+    # purge must not delete the directory while its files move back.
+    with journal.quarantine_held(QUARANTINE_WAIT):
+        return _restore(args, journal, paths, conf, settings)
+
+
+def _restorable_entry(journal: Journal, paths: config.StatePaths, uuid: str) -> QuarantineEntry:
+    entry = quarantine.latest(journal, paths.quarantine, uuid)
     if entry is None:
         raise common.UsageError(
-            f"no restorable quarantine entry for {args.uuid} (see 'nova-orphans quarantine list')"
+            f"no restorable quarantine entry for {uuid} (see 'nova-orphans quarantine list')"
         )
+    return entry
+
+
+def _restore(
+    args: argparse.Namespace,
+    journal: Journal,
+    paths: config.StatePaths,
+    conf: Any,
+    settings: config.HostSettings,
+) -> int:
+    entry = _restorable_entry(journal, paths, args.uuid)  # again: a purge may have just run
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:
@@ -283,6 +305,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
             common.now(),
             datetime.timedelta(days=args.older_than),
             args.dry_run,
+            wait=QUARANTINE_WAIT,
         )
     finally:
         effects.close()

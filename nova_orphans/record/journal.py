@@ -69,6 +69,10 @@ class JournalLocked(JournalError):
     """Another ``nova-orphans run`` holds the journal (docs/design.md rule 14)."""
 
 
+class QuarantineBusy(JournalError):
+    """A purge or a restore holds the quarantine longer than we may wait."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Intent:
     """One step the agent meant to take, and what came of it (None: no outcome yet)."""
@@ -124,6 +128,16 @@ def _time(value: str | None) -> datetime.datetime | None:
 def lock_path(journal_path: str) -> str:
     """The lock file of the journal at ``journal_path``: beside it."""
     return f"{journal_path}.lock"
+
+
+def quarantine_lock_path(journal_path: str) -> str:
+    """The lock a purge and a restore hold while they touch the quarantine: beside the journal.
+
+    NOTE: apart from the agent's own lock, which a running agent holds for good:
+    ``restore`` must work beside a running agent, but never while its retention
+    purge deletes the directory being restored.
+    """
+    return f"{journal_path}.quarantine.lock"
 
 
 def refuse_if_held(journal_path: str) -> None:
@@ -212,6 +226,20 @@ class Journal:
         """Close the database (and give its lock up)."""
         self._db.close()
         self._unlock()
+
+    @contextlib.contextmanager
+    def quarantine_held(self, wait: float) -> Iterator[None]:
+        """Hold the quarantine's lock (see ``quarantine_lock_path``) for a ``with`` block.
+
+        Raises ``QuarantineBusy`` naming the holder when it is still taken after ``wait`` s.
+        """
+        try:
+            with lock.held(quarantine_lock_path(self.path), wait):
+                yield
+        except lock.Held as exc:
+            raise QuarantineBusy(
+                f"the quarantine is busy (a purge or a restore: {exc}); nothing changed, try again"
+            ) from exc
 
     def _unlock(self) -> None:
         if self._lock is not None:

@@ -9,10 +9,13 @@ says who held it last.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import os
 import socket
+import time
+from collections.abc import Iterator
 
 
 class Held(Exception):
@@ -67,3 +70,24 @@ def _record(fd: int) -> str:
 def release(fd: int) -> None:
     """Give the lock up (closing the descriptor releases it)."""
     os.close(fd)
+
+
+@contextlib.contextmanager
+def held(path: str, wait: float, poll: float = 0.1) -> Iterator[None]:
+    """Hold the exclusive lock at ``path`` for a ``with`` block, waiting up to ``wait`` seconds.
+
+    Raises ``Held`` (naming the holder) when it is still taken after ``wait``.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = acquire(path)
+            break
+        except Held:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(poll)
+    try:
+        yield
+    finally:
+        release(fd)
