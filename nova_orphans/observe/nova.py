@@ -192,6 +192,21 @@ class NovaObserver:
             )
         self._filters_proven = True
 
+    def changed_since(self, since: datetime.datetime) -> set[str]:
+        """UUIDs of every server of the cloud Nova changed or deleted since ``since``.
+
+        NOTE: the plain listing (ids only) without a host filter: a server that
+        left the host no longer matches ``host=H``. ``changes-since`` returns
+        deleted rows too and compares each row's ``updated_at``.
+        """
+        query = {"all_tenants": "1", "changes-since": _isotime(since)}
+        return {_uuid_of(item) for item in self._paged("/servers", "servers", query)}
+
+    def changes_on_host(self, host: str, since: datetime.datetime) -> Iterator[dict[str, Any]]:
+        """Detail records of the servers on ``host`` changed since ``since``, deleted ones too."""
+        query = {"all_tenants": "1", "host": host, "changes-since": _isotime(since)}
+        return self._paged("/servers/detail", "servers", query)
+
     def summaries_on_host(self, host: str) -> dict[str, Server]:
         """Live servers Nova places on ``host`` (all projects), from the plain listing.
 
@@ -512,6 +527,11 @@ def parse_migration(item: dict[str, Any]) -> Migration:
         created_at=item.get("created_at"),
         updated_at=item.get("updated_at"),
     )
+
+
+def _isotime(when: datetime.datetime) -> str:
+    """``when`` as Nova's filters take it, in whole seconds (rounded down: never later)."""
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:
