@@ -38,10 +38,8 @@ class Update:
     """The view brought up to date, but for the records still to be looked up."""
 
     servers_here: dict[str, Server]
-    #: The last view's lookups that still hold (their server did not change).
-    lookups: dict[str, Server | None]
-    #: UUIDs to look up: domains nothing explains any more (or yet), and servers Nova
-    #: manages here whose full record is wanted (no domain, or deny-listed).
+    #: UUIDs to look up: every domain of a server Nova does not manage here, and the
+    #: servers Nova manages here whose full record is wanted (no domain, or deny-listed).
     to_look_up: tuple[str, ...]
 
 
@@ -56,11 +54,14 @@ def bring_up_to_date(
 
     ``changed``: every server (of any host) Nova changed or deleted since
     ``base.since``; ``changed_here``: the full records of those Nova places on the
-    host. NOTE: a server whose row did not change keeps its record (Nova bumps a
-    row's ``updated_at`` with every change of its host, states or deletion), so
-    the last view's entry still holds for it — but for a domain of a server Nova
-    still places here, unchanged, that vanished: nothing in Nova explains it, and
-    only a full look is trusted then.
+    host. NOTE: a server Nova manages here whose row did not change is still
+    managed here (Nova bumps a row's ``updated_at`` with every change of its host,
+    states or deletion), so only the servers Nova manages here are carried over —
+    but for a domain of such a server that vanished: nothing in Nova explains
+    it, and only a full look is trusted then. Every other domain is looked up
+    afresh, as in a full look: an actionable finding never rests on an earlier
+    cycle's answer (its sightings must be independent looks, docs/design.md rule 4),
+    and an archived row changes nothing ``changes-since`` could show.
     """
     host = base.view.host
     changed = set(changed) | changed_here.keys()
@@ -72,11 +73,6 @@ def bring_up_to_date(
             f"the domain of {len(vanished)} server(s) Nova places here unchanged is gone "
             f"(e.g. {vanished[0]})"
         )
-    kept = {
-        u: record
-        for u, record in base.view.lookups.items()
-        if u in domains and u not in changed and u not in here
-    }
     wanted = (here.keys() - domains) | (set(details_for) & here.keys())
-    to_look_up = {u for u in wanted if here[u].summary} | (domains - here.keys() - kept.keys())
-    return Update(here, kept, tuple(sorted(to_look_up)))
+    to_look_up = {u for u in wanted if here[u].summary} | (domains - here.keys())
+    return Update(here, tuple(sorted(to_look_up)))

@@ -117,18 +117,32 @@ class NovaObserver:
             # NOTE: many servers without a domain here (a libvirt that lost its
             # guests, or the wrong libvirt): one detail listing, as before.
             servers_here = self.servers_on_host(host)
-            looked_up: dict[str, Server | None] = {}
-        else:
-            looked_up = self.explain(host, wanted, servers_here, domains)
-        candidates = sorted(domains - servers_here.keys() - looked_up.keys())
-        # NOTE: many unexplained domains (after an outage with local deletes) are
-        # explained in bulk by one listing of this host's deleted rows; the rest
-        # (live elsewhere, or no record at all) still get one lookup each.
-        known = self.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
-        lookups = {u: known[u] if u in known else self.lookup(u) for u in candidates}
+            wanted = set()
+        lookups = self.explain_domains(
+            host, wanted | (domains - servers_here.keys()), servers_here, domains
+        )
         if not self._filters_proven:
             self.require_admin_filters()
-        return self.finish(host, servers_here, {**looked_up, **lookups}, domains)
+        return self.finish(host, servers_here, lookups, domains)
+
+    def explain_domains(
+        self,
+        host: str,
+        uuids: Iterable[str],
+        servers_here: dict[str, Server],
+        domains: set[str] | frozenset[str],
+    ) -> dict[str, Server | None]:
+        """Nova's record of each of ``uuids``: domains not managed here, servers needing details.
+
+        NOTE: many domains to explain (after an outage with local deletes) are
+        explained in bulk by one listing of this host's deleted rows; the rest
+        (live elsewhere, or no record at all) still get one lookup each.
+        """
+        candidates = set(uuids)
+        unexplained = candidates & domains - servers_here.keys()
+        known = self.deleted_on_host(host) if len(unexplained) >= BULK_LOOKUP_FROM else {}
+        lookups = {u: known[u] for u in unexplained if u in known}
+        return {**lookups, **self.explain(host, candidates - lookups.keys(), servers_here, domains)}
 
     def explain(
         self,
@@ -159,8 +173,11 @@ class NovaObserver:
         servers_here: dict[str, Server],
         lookups: dict[str, Server | None],
         domains: set[str] | frozenset[str],
+        every_cell: bool = False,
     ) -> NovaView:
         """Add the migrations when anything needs explaining; check that the cells answered.
+
+        ``every_cell``: the view rests on a listing of the whole cloud (changes-since).
 
         NOTE: a migration changes a finding only for a domain Nova does not
         manage here (its protection, its reason) and for a server with no domain
@@ -171,7 +188,7 @@ class NovaObserver:
         migrations = self.migrations_touching(host) if lookups or lost else ()
         # NOTE: the host's own cell must answer for the host listings to hold, and
         # every cell for "Nova has no record"; asked last, after every listing.
-        self.require_cells_answer(None if None in lookups.values() else host)
+        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
         return NovaView(host, servers_here, lookups, migrations)
 
     def require_admin_filters(self) -> None:

@@ -7,15 +7,18 @@ since (``changes-since`` returns changed and deleted rows):
 - the plain listing of every server of the cloud that changed (ids only: a server that left
   this host no longer matches ``host=H``, so a host-filtered listing would miss it);
 - the detail listing of those Nova places on this host now (``host=H&changes-since``);
-- a lookup for each domain nothing explains, the migrations when anything needs
-  explaining, and the cell check, exactly as a full look.
+- a lookup for each domain of a server Nova does not manage here (many: one listing of
+  the host's deleted rows first) and the migrations when anything needs explaining,
+  exactly as a full look (no actionable finding rests on an earlier cycle's answer);
+- the service listing of every cell: the changes come from the whole cloud, and Nova
+  skips a cell it cannot reach.
 
 Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look, less
 ``SAFETY_MARGIN`` (Nova's services stamp ``updated_at`` with their own clocks, and a change
 is committed a moment after it is stamped). A full look comes every ``full_every`` cycles
 and whenever anything is in doubt: no earlier view (start, or the last cycle failed), no
 ``Date`` from Nova, Nova's clock gone back, a domain of a server Nova places here, unchanged,
-gone, many domains to explain, or the caller saying so (``invalidate``).
+gone, or the caller saying so (``invalidate``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from nova_orphans.core.model import NovaView, Server
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
 from nova_orphans.observe.errors import NovaBadAnswer
-from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver, parse_server
+from nova_orphans.observe.nova import NovaObserver, parse_server
 
 LOG = logging.getLogger(__name__)
 
@@ -83,14 +86,15 @@ class NovaTracker:
         update = bring_up_to_date(base, domains, changed, changed_here, details_for)
         if isinstance(update, str):
             return update
-        if len(update.to_look_up) >= BULK_LOOKUP_FROM:
-            return f"{len(update.to_look_up)} domains or servers to look up"
         return self._finish(host, update, domains)
 
     def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
         servers_here = dict(update.servers_here)
-        looked_up = self._nova.explain(host, update.to_look_up, servers_here, domains)
-        return self._nova.finish(host, servers_here, {**update.lookups, **looked_up}, domains)
+        lookups = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
+        # cell it cannot reach in any filtered listing: every cell must answer
+        # (docs/design.md rule 17), or a server that moved into it looks unchanged.
+        return self._nova.finish(host, servers_here, lookups, domains, every_cell=True)
 
     def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
         """Full records of the servers on ``host`` changed since ``since`` (deleted too).

@@ -234,8 +234,10 @@ def test_a_cycle_with_no_changes_costs_the_same_few_requests_whatever_the_hosts_
     h.nova.log.clear()
     h.tracked()
     assert not h.tracker.last_was_full
-    # what changed in the cloud (ids), what changed here (detail), the host's cell
+    # what changed in the cloud (ids), what changed here (detail), and every cell (the
+    # changes are the whole cloud's)
     assert [p.split("?")[0] for p in h.nova.log] == ["/servers", "/servers/detail", "/os-services"]
+    assert h.nova.log[-1] == "/os-services?binary=nova-compute"
 
 
 def test_a_cycle_costs_in_proportion_to_the_changes() -> None:
