@@ -20,20 +20,10 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata, NovaView,
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver
+from tests.nova_reference import reference_observe
 
 HOST, OTHER = "cmp-1", "cmp-2"
 DENIED = "denied-*"
-
-
-def reference_observe(nova: NovaObserver, host: str, domain_uuids: list[str]) -> NovaView:
-    """The observation before the cheap listing: the host's servers in detail."""
-    servers_here = nova.servers_on_host(host)
-    candidates = sorted(set(domain_uuids) - servers_here.keys())
-    known = nova.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
-    lookups = {u: known[u] if u in known else nova.lookup(u) for u in candidates}
-    migrations = nova.migrations_touching(host)
-    nova.require_cells_answer(None if None in lookups.values() else host)
-    return NovaView(host, servers_here, lookups, migrations)
 
 
 def domain(uuid: str, name: str | None = None, nova: bool = True) -> Domain:

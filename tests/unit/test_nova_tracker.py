@@ -11,7 +11,7 @@ import pytest
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.demo.simnova import Fault, SimulatedNova
-from nova_orphans.observe.errors import NovaError
+from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_tracker import NovaTracker
 
@@ -352,3 +352,31 @@ def test_changes_are_asked_since_novas_clock_less_the_margin_not_ours() -> None:
     since = h.nova.log[0].split("changes-since=")[1].split("&")[0]
     asked = datetime.datetime.fromisoformat(since.replace("%3A", ":").replace("Z", "+00:00"))
     assert asked == first - datetime.timedelta(minutes=5)
+
+
+def test_a_cell_that_does_not_answer_fails_an_incremental_look_closed() -> None:
+    """docs/design.md rule 17: the cloud-wide change listing skips a cell Nova cannot reach,
+    so a server that moved into it would look unchanged, still managed here."""
+    h = Host(servers=3)
+    h.nova.add_compute("cmp-3", cell="cell2")
+    h.tracked()
+    moved = next(iter(h.domains))
+    h.nova.live_migrate(moved, "cmp-3", cleanup_failed=True)  # its domain stays: misplaced
+    h.nova.down_cells.add("cell2")
+    h.later()
+    with pytest.raises(NovaCellDown, match="'cmp-3' came back partial"):
+        h.tracked()
+    h.nova.down_cells.clear()
+    tracked, full = h.both()
+    assert tracked == full and [f.kind.value for f in tracked] == ["misplaced"]
+
+
+def test_a_changed_server_that_lists_another_host_under_the_host_filter_is_refused() -> None:
+    h = Host(servers=3)
+    h.tracked()
+    h.later()
+    h.nova.set_task_state(next(iter(h.domains)), "rebooting")
+    h.nova.allow_all_filters = False  # Nova now drops host=: every change of the cloud
+    h.nova.boot(OTHER)
+    with pytest.raises(NovaBadAnswer, match="not 'cmp-1'"):
+        h.tracked()
