@@ -116,17 +116,17 @@ class Agent:
             with self.open_hypervisor() as hypervisor:
                 result = self._cycle(hypervisor, should_stop)
         except IdentityMismatch as exc:
-            self.nova_views.invalidate("the last cycle failed")
             self.metrics.identity_verified.set(0)
             self.metrics.cycles_aborted.labels(reason="identity").inc()
             LOG.error("IDENTITY: cycle aborted, nothing was done: %s", exc)
             result = CycleResult(error=str(exc))
         except ObserveError as exc:
-            self.nova_views.invalidate("the last cycle failed")
             reason = "libvirt" if isinstance(exc, HypervisorError) else "nova"
             self.metrics.cycles_aborted.labels(reason=reason).inc()
             LOG.error("cycle aborted, nothing was done: %s", exc)
             result = CycleResult(error=str(exc))
+        if result.error:
+            self.nova_views.invalidate("the last cycle failed")
         self.metrics.last_cycle_success.set(0 if result.error else 1)
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         return result
