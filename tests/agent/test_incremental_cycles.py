@@ -94,7 +94,7 @@ def test_incremental_cycles_decide_what_full_looks_decide(tmp_path: pathlib.Path
     for n, world in worlds.items():
         world.agent.nova_views._full_every = n
     history = []
-    for n, world in worlds.items():
+    for world in worlds.values():
         steady = [world.boot(f"vm-{i}") for i in range(6)]
         seen = []
         for step in range(6):
