@@ -139,7 +139,7 @@ class NovaObserver:
         (live elsewhere, or no record at all) still get one lookup each.
         """
         candidates = set(uuids)
-        unexplained = candidates & domains - servers_here.keys()
+        unexplained = candidates & (domains - servers_here.keys())
         known = self.deleted_on_host(host) if len(unexplained) >= BULK_LOOKUP_FROM else {}
         lookups = {u: known[u] for u in unexplained if u in known}
         return {**lookups, **self.explain(host, candidates - lookups.keys(), servers_here, domains)}
