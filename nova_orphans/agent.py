@@ -25,10 +25,12 @@ from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Domain, Finding, NovaView, Selector
+from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova_tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
 from nova_orphans.record.metrics import Metrics
 
@@ -100,6 +102,12 @@ class Agent:
     stop_timeout: float = STOP_TIMEOUT
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
+    #: One cycle in this many looks at every server of the host; the others ask Nova
+    #: only what changed since the last view (``observe/nova_tracker.py``).
+    full_look_every: int = FULL_LOOK_EVERY
+
+    def __post_init__(self) -> None:
+        self.nova_views = NovaTracker(self.nova, self.full_look_every)
 
     def cycle(self, should_stop: Callable[[], bool] = lambda: False) -> CycleResult:
         """Run one cycle; never raises for an observation failure."""
@@ -117,6 +125,8 @@ class Agent:
             self.metrics.cycles_aborted.labels(reason=reason).inc()
             LOG.error("cycle aborted, nothing was done: %s", exc)
             result = CycleResult(error=str(exc))
+        if result.error:
+            self.nova_views.invalidate("the last cycle failed")
         self.metrics.last_cycle_success.set(0 if result.error else 1)
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         return result
@@ -124,7 +134,13 @@ class Agent:
     def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
         now = self.clock()
         report = pipeline.audit(
-            hypervisor, self.nova, self.host, now, self.deny, self.compute_id_dirs
+            hypervisor,
+            self.nova,
+            self.host,
+            now,
+            self.deny,
+            self.compute_id_dirs,
+            observe_nova=self.nova_views.observe,
         )
         self._log_identity(report.identity)
         self.metrics.last_success.set(now.timestamp())
@@ -160,6 +176,9 @@ class Agent:
             instances_path=self.instances_path,
         )
         outcomes = actuator.execute(plan, should_stop)
+        if any(o.outcome == "skipped" for o in outcomes):
+            # NOTE: the fresh look before a step saw something the cycle's view did not.
+            self.nova_views.invalidate("re-verification skipped a step")
         for outcome in outcomes:
             if outcome.step is Step.STOP and outcome.outcome == "done" and not outcome.dry_run:
                 self.journal.mark_stopped(outcome.uuid, self.clock())

@@ -26,6 +26,7 @@ from nova_orphans import config_check
 from nova_orphans.config_check import ConfigError as ConfigError
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
+from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Action, Policy
 
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
@@ -151,6 +152,16 @@ agent_opts = [
         max=1,
         help="Random fraction of interval added to each wait, so hosts do not all "
         "ask Nova at the same moment.",
+    ),
+    cfg.IntOpt(
+        "full_look_every",
+        default=FULL_LOOK_EVERY,
+        min=1,
+        help="One cycle in this many lists every server Nova places on the host; the cycles "
+        "between ask Nova only what changed since the last look (changes-since), so they "
+        "cost Nova in proportion to the changes, not to the host's size. Any doubt (a failed "
+        "cycle, a step skipped on re-verification, a domain gone that Nova does not explain, "
+        "Nova's clock going back) makes the next cycle a full look. 1: every cycle.",
     ),
     cfg.BoolOpt(
         "dry_run",

@@ -10,10 +10,19 @@ from typing import Protocol
 from nova_orphans.core import identity
 from nova_orphans.core.classify import classify
 from nova_orphans.core.holds import Hold
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
+from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.observe import nova_nodes
 from nova_orphans.observe.errors import IdentityMismatch
 from nova_orphans.observe.nova import NovaObserver
+
+
+class ObserveNova(Protocol):
+    """``NovaObserver.observe``'s signature: Nova's view of a host and its domains."""
+
+    def __call__(
+        self, host: str, domain_uuids: Sequence[str], details_for: Sequence[str]
+    ) -> NovaView:
+        """Everything Nova says about ``host`` and the domains found on it."""
 
 
 class Hypervisor(Protocol):
@@ -76,16 +85,21 @@ def audit(
     now: datetime.datetime,
     deny: Selector | None = None,
     compute_id_dirs: Sequence[str] = (),
+    observe_nova: ObserveNova | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
+    ``observe_nova`` replaces ``nova.observe`` (the agent's incremental view).
     Changes nothing. NOTE: identity comes first: a view of the wrong host is
     never classified (docs/design.md rule 10). libvirt is read before Nova so
     that Nova's answer is never older than the domains it is compared with.
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs)
     domains = hypervisor.list_domains()
-    view = nova.observe(host, (d.uuid for d in domains))
+    # NOTE: a deny-listed guest's finding shows Nova's full record even when Nova
+    # manages it here, so its details are asked for.
+    denied = [d.uuid for d in domains if deny is not None and deny.covers(d)]
+    view = (observe_nova or nova.observe)(host, [d.uuid for d in domains], denied)
     findings = classify(domains, view, deny)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
     return AuditReport(

@@ -139,6 +139,7 @@ def build_agent(
         stop_timeout=float(conf.agent.stop_timeout),
         metrics=metrics,
         retention=datetime.timedelta(days=conf.agent.quarantine_retention_days),
+        full_look_every=conf.agent.full_look_every,
     )
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nova_orphans.core.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
+from nova_orphans.core.model import (
+    SOFT_DELETED_VM_STATE,
+    Domain,
+    Finding,
+    Kind,
+    Migration,
+    NovaView,
+    Selector,
+    Server,
+    managed_here,
+)
 
 #: Migration statuses during which the source and destination both legitimately
 #: hold a domain. NOTE: "finished" means a resize/cold migration waits for the
@@ -37,7 +47,6 @@ MIGRATION_NAMES = {
     "resize": "resize",
 }
 
-SOFT_DELETED_VM_STATE = "soft-delete"
 RESIZED_VM_STATE = "resized"
 SHELVED_OFFLOADED_VM_STATE = "shelved_offloaded"
 #: A server still being built has no domain yet; it is not "lost".
@@ -67,7 +76,7 @@ def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding 
 
     if deny.covers(domain):
         return finding(Kind.PROTECTED, "deny-listed by the operator")
-    if server is not None and _managed_here(server, nova.host):
+    if server is not None and managed_here(server, nova.host):
         return None
     if domain.metadata is None:
         why = "no Nova metadata in the domain XML: treated as made outside Nova"
@@ -86,10 +95,6 @@ def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding 
         reason = f"Nova deleted the server at {when}; the guest was left behind"
         return finding(Kind.DELETED, reason)
     return finding(Kind.MISPLACED, _misplaced_reason(domain.uuid, server, nova))
-
-
-def _managed_here(server: Server, host: str) -> bool:
-    return not server.deleted and server.host == host and server.vm_state != SOFT_DELETED_VM_STATE
 
 
 def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:

@@ -108,6 +108,10 @@ class Selector:
         )
 
 
+#: Nova's vm_state of a SOFT_DELETED server (restorable; its row is not deleted).
+SOFT_DELETED_VM_STATE = "soft-delete"
+
+
 @dataclasses.dataclass(frozen=True)
 class Server:
     """Nova's record of a server (instance), live or deleted."""
@@ -122,6 +126,19 @@ class Server:
     deleted_at: datetime.datetime | None = None
     #: When Nova last changed the record (its ``updated``).
     updated_at: datetime.datetime | None = None
+    #: True for a record from Nova's plain listing filtered by host: it says only that
+    #: the server is live (neither deleted nor SOFT_DELETED) on ``host``; no states.
+    summary: bool = False
+
+
+def managed_here(server: Server, host: str) -> bool:
+    """Whether Nova manages ``server`` on ``host``: live, placed there, not SOFT_DELETED.
+
+    NOTE: exactly what Nova's listing ``?host=H`` without ``deleted`` or
+    ``changes-since`` returns (servers.py sets deleted=False, which also hides
+    SOFT_DELETED rows), so a summary record of that listing is managed here.
+    """
+    return not server.deleted and server.host == host and server.vm_state != SOFT_DELETED_VM_STATE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,10 @@ Mutators speak the operator's words (``boot``, ``local_delete``, ``archive``,
 ``live_migrate``…); a fault queue makes the next request(s) fail on purpose.
 Deployment settings a real Nova has are attributes: ``max_limit`` (``[api]
 max_limit``), ``skip_down_cells`` (``[api] list_records_by_skipping_down_cells``)
-and ``down_cells`` (cells whose database does not answer).
+``down_cells`` (cells whose database does not answer) and ``allow_all_filters`` (the
+``os_compute_api:servers:allow_all_filters`` policy of the credentials: without it Nova
+silently drops the admin-only filters such as ``host``). ``date`` is the HTTP ``Date`` of
+the last answer (Nova's clock: the simulated one).
 
 Facts below marked NOTE were checked in openstack/nova (API and DB layers).
 """
@@ -68,6 +71,8 @@ class SimulatedNova:
         self.max_limit = views.MAX_LIMIT
         self.skip_down_cells = True
         self.down_cells: set[str] = set()
+        self.allow_all_filters = True
+        self.date: datetime.datetime | None = None
 
     # -- the Transport contract ------------------------------------------------
 
@@ -77,6 +82,8 @@ class SimulatedNova:
         endpoint, handler = self._route(route)
         self.requests[endpoint] += 1
         self.log.append(path)
+        # NOTE: Nova's clock, as the HTTP Date header gives it: whole seconds.
+        self.date = self.clock.replace(microsecond=0)
         fault = self._take_fault(path)
         if fault is Fault.TIMEOUT:
             raise NovaUnreachable(endpoint=views.ENDPOINT, reason="timed out (injected)")
@@ -118,6 +125,8 @@ class SimulatedNova:
         """The endpoint's counter name and its handler."""
         if route == "/servers/detail":
             return "servers/detail", self._list_servers
+        if route == "/servers":
+            return "servers", self._list_servers
         if _SHOW.match(route):
             return "servers/show", self._show_server
         if route == "/os-migrations":
@@ -133,7 +142,19 @@ class SimulatedNova:
     # -- endpoints -------------------------------------------------------------
 
     def _list_servers(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
+        """``GET /servers/detail`` or ``GET /servers`` (the plain listing: id, name, links).
+
+        NOTE: servers.py index and detail share _get_servers: the same filters,
+        paging and down-cell handling; only the view (views/servers.py basic or
+        show) and the next link's collection differ.
+        """
         views.reject_unknown(query, views.SERVER_QUERY | views.PAGING)
+        asked = query  # NOTE: the next link repeats the request's own parameters
+        if not self.allow_all_filters:
+            # NOTE: servers.py remove_invalid_options: without allow_all_filters
+            # every filter a user may not use is dropped silently.
+            query = {k: v for k, v in query.items() if k in views.USER_SERVER_QUERY | views.PAGING}
+        detail = route == "/servers/detail"
         # NOTE: Nova's instances table is indexed by uuid; scanning every row for a
         # uuid= lookup would charge the simulator's slowness to its callers.
         candidates = (
@@ -155,12 +176,14 @@ class SimulatedNova:
         # instance mappings, up to what the limit leaves.
         down = [s for s in rows if s.cell in self.down_cells and not s.deleted]
         partial = down[: self.max_limit - len(page)]
+        full_view = views.server_view if detail else views.plain_server_view
+        partial_view = views.partial_server_view if detail else views.plain_partial_server_view
         body: dict[str, Any] = {
-            "servers": [views.partial_server_view(s, shown=False) for s in partial]
-            + [views.server_view(s) for s in page]
+            "servers": [partial_view(s, shown=False) for s in partial]
+            + [full_view(s) for s in page]
         }
         views.add_next_link(
-            body, "servers", route, query, partial + page, lambda s: s.uuid, self.max_limit
+            body, "servers", route, asked, partial + page, lambda s: s.uuid, self.max_limit
         )
         return 200, body
 

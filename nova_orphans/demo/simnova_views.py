@@ -52,6 +52,9 @@ _TASK_STATUS = {
 #: NOTE: migrations.py _output: only in-progress live migrations get ``links``.
 _LIVE_IN_PROGRESS = frozenset({"queued", "preparing", "running", "post-migrating"})
 SERVER_QUERY = frozenset({"all_tenants", "host", "uuid", "deleted", "changes-since"})
+#: NOTE: servers.py _get_server_search_options (2.69): of the filters modelled, those a
+#: caller without the allow_all_filters policy keeps (all_tenants has its own policy).
+USER_SERVER_QUERY = frozenset({"all_tenants", "changes-since"})
 MIGRATION_QUERY = frozenset(
     {"host", "instance_uuid", "status", "migration_type", "source_compute", "changes-since"}
 )
@@ -287,6 +290,24 @@ def server_view(s: SimServer) -> dict[str, Any]:
         "OS-SRV-USG:terminated_at": primitive_time(s.terminated_at),
         "locked": False,
         "tags": [],
+    }
+
+
+def plain_server_view(s: SimServer) -> dict[str, Any]:
+    """One server as in the plain ``GET /servers`` listing (views/servers.py basic)."""
+    return {
+        "id": s.uuid,
+        "name": s.name,
+        "links": [{"rel": "self", "href": f"{ENDPOINT}/servers/{s.uuid}"}],
+    }
+
+
+def plain_partial_server_view(s: SimServer, shown: bool = False) -> dict[str, Any]:
+    """A server of a cell Nova cannot reach, as the plain listing has it (basic, 2.69)."""
+    return {
+        "id": s.uuid,
+        "status": "UNKNOWN",
+        "links": [{"rel": "self", "href": f"{ENDPOINT}/servers/{s.uuid}"}],
     }
 
 

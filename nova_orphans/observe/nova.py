@@ -1,12 +1,17 @@
 """Read-only view of Nova's API for one compute host.
 
-Requests per observation: one paged listing of the live servers on the host,
-one paged listing of the migrations touching the host, and one lookup per
-domain that the listing did not explain (when there are many, one paged
-listing of the host's deleted rows first explains the deleted ones in bulk);
-and one service listing that checks that the host's cell (every cell, when a
-lookup found no record) answered: Nova's filtered listings skip a cell they
-cannot reach.
+Requests per observation: one paged *plain* listing of the live servers on the
+host (``GET /servers?host=H``: id and name only, several times cheaper for
+Nova than the detail view), then details only where they can change a
+finding: one lookup per domain that listing does not explain (when there are
+many, one paged listing of the host's deleted rows first explains the deleted
+ones in bulk) and per server listed with no domain here (a possible ``lost``
+guest; when there are many, one detail listing of the host instead). The
+migrations touching the host are listed only when there is a domain or a
+server to explain. One service listing checks that the host's cell (every
+cell, when a lookup found no record) answered: Nova's filtered listings skip
+a cell they cannot reach. When no lookup proved that Nova applied the admin
+filters, one empty probe listing does (``require_admin_filters``).
 The observer fails closed: any error, timeout, refused credential, inconsistent
 page or partial record (a cell Nova cannot reach) raises ``NovaError``; it
 never answers "no servers" on failure (docs/design.md rules 3 and 17).
@@ -22,7 +27,7 @@ from typing import Any, Protocol
 
 import tenacity
 
-from nova_orphans.core.model import Migration, NovaView, Server
+from nova_orphans.core.model import Migration, NovaView, Server, managed_here
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
@@ -52,11 +57,21 @@ BULK_LOOKUP_FROM = 5
 #: NOTE: with changes-since Nova's listing includes deleted rows as well as live
 #: ones, so one request per UUID answers "live, deleted or never heard of".
 SINCE_THE_EPOCH = "1970-01-01T00:00:00Z"
+#: A host name no compute host has (RFC 6761 reserves ``.invalid``): a listing
+#: filtered by it is empty unless Nova dropped the filter.
+PROBE_HOST = "no-such-host.invalid"
+#: From this share of the host's servers (1/N) needing details on, one detail
+#: listing of the host costs Nova less than a lookup each.
+DETAIL_LISTING_SHARE = 4
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 class Transport(Protocol):
-    """The one call the observer makes: an HTTP GET on the compute endpoint."""
+    """The one call the observer makes: an HTTP GET on the compute endpoint.
+
+    A transport may also carry ``date``: the HTTP ``Date`` of its last answer
+    (Nova's clock), which incremental observations need (``nova_tracker``).
+    """
 
     def get(self, path: str) -> tuple[int, Any]:
         """Return (HTTP status, decoded JSON body or None) for ``path``.
@@ -82,21 +97,145 @@ class NovaObserver:
         self._page_size = page_size
         self._max_pages = max(PAGES_PER_LIMIT * page_size, MIN_PAGE_CAP)
         self._retry = retry or default_retry()
+        self._filters_proven = False
+        #: Nova's clock (HTTP Date) at the first answer since ``restart_clock``.
+        self.first_answer_at: datetime.datetime | None = None
 
-    def observe(self, host: str, domain_uuids: Iterable[str]) -> NovaView:
-        """Everything Nova says about ``host`` and the domains found on it."""
-        servers_here = self.servers_on_host(host)
-        candidates = sorted(set(domain_uuids) - servers_here.keys())
-        # NOTE: many unexplained domains (after an outage with local deletes) are
-        # explained in bulk by one listing of this host's deleted rows; the rest
-        # (live elsewhere, or no record at all) still get one lookup each.
-        known = self.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
-        lookups = {u: known[u] if u in known else self.lookup(u) for u in candidates}
-        migrations = self.migrations_touching(host)
+    def observe(
+        self, host: str, domain_uuids: Iterable[str], details_for: Iterable[str] = ()
+    ) -> NovaView:
+        """Everything Nova says about ``host`` and the domains found on it.
+
+        ``details_for``: UUIDs whose full record is wanted even when the plain
+        listing explains them (the deny-listed domains, whose findings show it).
+        """
+        domains = set(domain_uuids)
+        self._filters_proven = False
+        servers_here = self.summaries_on_host(host)
+        wanted = (servers_here.keys() - domains) | (set(details_for) & servers_here.keys())
+        if len(wanted) >= max(BULK_LOOKUP_FROM, len(servers_here) // DETAIL_LISTING_SHARE):
+            # NOTE: many servers without a domain here (a libvirt that lost its
+            # guests, or the wrong libvirt): one detail listing, as before.
+            servers_here = self.servers_on_host(host)
+            wanted = set()
+        lookups = self.explain_domains(
+            host, wanted | (domains - servers_here.keys()), servers_here, domains
+        )
+        if not self._filters_proven:
+            self.require_admin_filters()
+        return self.finish(host, servers_here, lookups, domains)
+
+    def explain_domains(
+        self,
+        host: str,
+        uuids: Iterable[str],
+        servers_here: dict[str, Server],
+        domains: set[str] | frozenset[str],
+    ) -> dict[str, Server | None]:
+        """Nova's record of each of ``uuids``: domains not managed here, servers needing details.
+
+        NOTE: many domains to explain (after an outage with local deletes) are
+        explained in bulk by one listing of this host's deleted rows; the rest
+        (live elsewhere, or no record at all) still get one lookup each.
+        """
+        candidates = set(uuids)
+        unexplained = candidates & (domains - servers_here.keys())
+        known = self.deleted_on_host(host) if len(unexplained) >= BULK_LOOKUP_FROM else {}
+        lookups = {u: known[u] for u in unexplained if u in known}
+        return {**lookups, **self.explain(host, candidates - lookups.keys(), servers_here, domains)}
+
+    def explain(
+        self,
+        host: str,
+        uuids: Iterable[str],
+        servers_here: dict[str, Server],
+        domains: set[str] | frozenset[str],
+    ) -> dict[str, Server | None]:
+        """Look up each of ``uuids`` and file its record; return those of domains not managed here.
+
+        A server still managed on ``host`` replaces its entry in ``servers_here``
+        (full record); one that is not any more leaves it (it changed since the
+        listing) and, when it has a domain here, is returned with the lookups.
+        """
+        lookups: dict[str, Server | None] = {}
+        for uuid in sorted(uuids):
+            record = self.lookup(uuid)
+            servers_here.pop(uuid, None)
+            if record is not None and managed_here(record, host):
+                servers_here[uuid] = record
+            elif uuid in domains:
+                lookups[uuid] = record
+        return lookups
+
+    def finish(
+        self,
+        host: str,
+        servers_here: dict[str, Server],
+        lookups: dict[str, Server | None],
+        domains: set[str] | frozenset[str],
+        every_cell: bool = False,
+    ) -> NovaView:
+        """Add the migrations when anything needs explaining; check that the cells answered.
+
+        ``every_cell``: the view rests on a listing of the whole cloud (changes-since).
+
+        NOTE: a migration changes a finding only for a domain Nova does not
+        manage here (its protection, its reason) and for a server with no domain
+        here (a migration in progress is not "lost"); a host where every domain
+        is a server Nova manages here and every server has its domain needs none.
+        """
+        lost = servers_here.keys() - domains
+        migrations = self.migrations_touching(host) if lookups or lost else ()
         # NOTE: the host's own cell must answer for the host listings to hold, and
         # every cell for "Nova has no record"; asked last, after every listing.
-        self.require_cells_answer(None if None in lookups.values() else host)
+        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
         return NovaView(host, servers_here, lookups, migrations)
+
+    def require_admin_filters(self) -> None:
+        """Raise unless Nova applies the admin-only filters (``host``, ``uuid``, ``deleted``).
+
+        NOTE: credentials without the ``allow_all_filters`` policy make Nova drop
+        them silently (servers.py remove_invalid_options), and the plain listing
+        has no host attribute to check: a listing of a host no compute has must
+        come back empty. A lookup by ``uuid``, a deleted listing or a detail
+        listing checked record by record prove the same, and spare this request.
+        """
+        query = {"all_tenants": "1", "host": PROBE_HOST, "limit": "1"}
+        body = self._get("/servers?" + urllib.parse.urlencode(query))
+        if _list_in(body, "servers", "the host filter probe"):
+            raise NovaBadAnswer(
+                request="the host listing",
+                reason="Nova ignored the host filter (do the credentials have the admin role?)",
+            )
+        self._filters_proven = True
+
+    def changed_since(self, since: datetime.datetime) -> set[str]:
+        """UUIDs of every server of the cloud Nova changed or deleted since ``since``.
+
+        NOTE: the plain listing (ids only) without a host filter: a server that
+        left the host no longer matches ``host=H``. ``changes-since`` returns
+        deleted rows too and compares each row's ``updated_at``.
+        """
+        query = {"all_tenants": "1", "changes-since": _isotime(since)}
+        return {_uuid_of(item) for item in self._paged("/servers", "servers", query)}
+
+    def changes_on_host(self, host: str, since: datetime.datetime) -> Iterator[dict[str, Any]]:
+        """Detail records of the servers on ``host`` changed since ``since``, deleted ones too."""
+        query = {"all_tenants": "1", "host": host, "changes-since": _isotime(since)}
+        return self._paged("/servers/detail", "servers", query)
+
+    def summaries_on_host(self, host: str) -> dict[str, Server]:
+        """Live servers Nova places on ``host`` (all projects), from the plain listing.
+
+        NOTE: the same filters as the detail listing (servers.py index and detail
+        share _get_servers); each record is a summary: live, not SOFT_DELETED, on
+        ``host`` (see ``core.model.managed_here``), with its name and no states.
+        """
+        servers: dict[str, Server] = {}
+        for item in self._paged("/servers", "servers", {"all_tenants": "1", "host": host}):
+            uuid = _uuid_of(item)
+            servers[uuid] = Server(uuid, item.get("name"), host, "", None, None, summary=True)
+        return servers
 
     def deleted_on_host(self, host: str) -> dict[str, Server]:
         """Deleted (not yet archived) and SOFT_DELETED servers Nova records on ``host``."""
@@ -110,6 +249,9 @@ class NovaObserver:
                     reason=f"server {server.uuid} is live or not on {host!r}",
                 )
             records[server.uuid] = server
+        # NOTE: a deleted row in a listing filtered by deleted=1 and host proves both
+        # were applied (dropped, Nova would list live rows only).
+        self._filters_proven = self._filters_proven or bool(records)
         return records
 
     def servers_on_host(self, host: str) -> dict[str, Server]:
@@ -128,6 +270,8 @@ class NovaObserver:
                     "(do the credentials have the admin role?)",
                 )
             servers[server.uuid] = server
+        # NOTE: every record checked on ``host``: the answer a host filter gives.
+        self._filters_proven = True
         return servers
 
     def lookup(self, uuid: str) -> Server | None:
@@ -143,6 +287,10 @@ class NovaObserver:
             raise NovaBadAnswer(
                 request=f"the lookup of {uuid}", reason="Nova ignored the uuid filter"
             )
+        # NOTE: uuid is admin-only like host: an answer that holds (nothing, or
+        # this server alone) shows Nova applied the filter, or that the filter
+        # could not have changed the answer (see require_admin_filters).
+        self._filters_proven = True
         return records[0] if records else None
 
     def require_cells_answer(self, host: str | None = None) -> None:
@@ -251,8 +399,15 @@ class NovaObserver:
             reason=f"still a next link after {self._max_pages} pages",
         )
 
+    def restart_clock(self) -> None:
+        """Forget ``first_answer_at``: the next answer's Date sets it."""
+        self.first_answer_at = None
+
     def _get(self, request: str, missing_ok: bool = False) -> Any:
-        return self._retry(lambda: _checked(self._transport, request, missing_ok))
+        body = self._retry(lambda: _checked(self._transport, request, missing_ok))
+        if self.first_answer_at is None:
+            self.first_answer_at = getattr(self._transport, "date", None)
+        return body
 
 
 def _require_agreement(uuid: str, record: Server | None, shown: Server | None) -> None:
@@ -336,16 +491,22 @@ def _list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:
     return items
 
 
-def parse_server(item: dict[str, Any]) -> Server:
-    """Build a ``Server`` from one entry of Nova's server detail view."""
+def _uuid_of(item: dict[str, Any]) -> str:
+    """The server's id, checked; a partial record (a cell Nova cannot reach) raises."""
     uuid = str(item.get("id", ""))
     if not _UUID.match(uuid):
         raise NovaBadAnswer(request="a server listing", reason=f"server id {uuid!r} is no UUID")
     if item.get("status") == "UNKNOWN" and "OS-EXT-STS:vm_state" not in item:
-        # NOTE: views/servers.py _show_from_down_cell: id, status UNKNOWN,
-        # tenant_id, created and links (GET /servers/{id} adds a few request
-        # spec fields), but no host and no states: nothing can be concluded.
+        # NOTE: views/servers.py _show_from_down_cell (basic: id, status UNKNOWN,
+        # links; show adds tenant_id, created and a few request spec fields), but
+        # no host and no states: nothing can be concluded.
         raise NovaCellDown(what=f"server {uuid} came back partial (status UNKNOWN)")
+    return uuid
+
+
+def parse_server(item: dict[str, Any]) -> Server:
+    """Build a ``Server`` from one entry of Nova's server detail view."""
+    uuid = _uuid_of(item)
     if "OS-EXT-SRV-ATTR:host" not in item:
         raise NovaBadAnswer(
             request="a server listing",
@@ -383,6 +544,11 @@ def parse_migration(item: dict[str, Any]) -> Migration:
         created_at=item.get("created_at"),
         updated_at=item.get("updated_at"),
     )
+
+
+def _isotime(when: datetime.datetime) -> str:
+    """``when`` as Nova's filters take it, in whole seconds (rounded down: never later)."""
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _parse_time(value: Any) -> datetime.datetime | None:

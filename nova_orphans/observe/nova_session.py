@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import os
 from typing import Any
 
@@ -28,6 +30,8 @@ class KeystoneTransport:
 
     def __init__(self, adapter: ks_adapter.Adapter) -> None:
         self._adapter = adapter
+        #: Nova's clock: the HTTP Date of the last answer (None when it had none).
+        self.date: datetime.datetime | None = None
 
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` on the compute endpoint at our pinned microversion."""
@@ -45,6 +49,7 @@ class KeystoneTransport:
             raise NovaUnreachable(endpoint=self._endpoint(), reason=_one_line(exc)) from exc
         except ks_exc.ClientException as exc:
             raise NovaError(reason=_one_line(exc)) from exc
+        self.date = _http_date(response.headers.get("Date"))
         try:
             body = response.json() if response.content else None
         except ValueError:
@@ -68,6 +73,17 @@ class KeystoneTransport:
             return str(self._adapter.get_endpoint())
         except ks_exc.ClientException:
             return "the configured endpoint"
+
+
+def _http_date(value: str | None) -> datetime.datetime | None:
+    """An HTTP ``Date`` header as an aware datetime; None when absent or unreadable."""
+    try:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)  # "-0000": UTC, says RFC 5322
+    return parsed
 
 
 def _one_line(exc: BaseException) -> str:

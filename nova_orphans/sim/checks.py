@@ -23,7 +23,11 @@
    while an intent for that guest was open.
 5. **dry run** — see ``runner.compare_dry_run``.
 6. **classification** — in a cycle where no injected fault reached the scan, every
-   finding's kind (and every guest without a finding) agrees with the ground truth.
+   finding's kind (and every guest without a finding) agrees with the ground truth; but
+   between full looks at Nova, after a fault reached a scan or rows were archived, the
+   agent's incremental view may still hold a server as Nova's here (docs/design.md §8):
+   then a guest classified "managed" and the lost servers are not judged (rule 1's
+   safety invariant still is: such a guest is never acted on).
 7. **cap** — no cycle touches more guests than ``max_actions_per_cycle``.
 8. **config** — every agent start loads the operator's config file (the setup rendered
    as INI text, see ``sim.operator``) with the product's strict loader: a file with a
@@ -227,9 +231,17 @@ def _compare_restore(
 
 
 def classification(
-    result: CycleResult, truth: dict[str, Truth], lost_before: set[str], cloud: Cloud
+    result: CycleResult,
+    truth: dict[str, Truth],
+    lost_before: set[str],
+    cloud: Cloud,
+    carried_unsure: bool = False,
 ) -> list[str]:
-    """Invariant 6: the scan's kinds against the ground truth taken just before it."""
+    """Invariant 6: the scan's kinds against the ground truth taken just before it.
+
+    ``carried_unsure``: the view carried over servers Nova managed here from before a
+    fault or an archive (see the module docstring): "managed" and lost are not judged.
+    """
     if result.report is None:
         return []
     got = {f.uuid: f.kind.value for f in result.report.findings if f.kind is not Kind.LOST}
@@ -238,9 +250,10 @@ def classification(
         f"truly {expected.value}"
         for uuid, expected in truth.items()
         if got.get(uuid, Truth.MANAGED.value) != expected.value
+        and not (carried_unsure and uuid not in got)
     ]
     seen_lost = {f.uuid for f in result.report.findings if f.kind is Kind.LOST}
-    if seen_lost != lost_before:
+    if seen_lost != lost_before and not carried_unsure:
         problems.append(f"lost: classified {sorted(seen_lost)}, truly {sorted(lost_before)}")
     return problems
 

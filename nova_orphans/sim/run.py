@@ -159,6 +159,10 @@ class Run:
         self._reads: list[tuple[int, str]] = []
         self._requests = self._read_count = self._fired = 0
         self._scan_fired: int | None = None
+        #: Since the agent's last full look at Nova, a fault reached a scan or rows were
+        #: archived: its incremental view may still hold a server as Nova's (safe: never
+        #: acted on) until the next full look (docs/design.md §8).
+        self._carried_unsure = False
 
     def _load(self) -> operator.Loaded | None:
         """The operator's config file, through the product's strict loader (None: refused).
@@ -246,6 +250,8 @@ class Run:
             return
         if self.cloud.apply(event.op, event.label, event.arg):
             self.counters.events_applied += 1
+            if event.op == "archive":
+                self._carried_unsure = True
             if event.op == "virsh_start" and uuid_of(event.label) in self._agent_stopped:
                 self._started_by_operator.add(uuid_of(event.label))
 
@@ -419,9 +425,12 @@ class Run:
         if self.dry_run:
             return
         self.liveness.excuse_cycle(result, scan_faulted, self.cloud)
+        full_look = self.agent is None or self.agent.nova_views.last_was_full
+        carried = self._carried_unsure and not full_look
         if result is not None and not scan_faulted:
-            for problem in checks.classification(result, truth, lost, self.cloud):
+            for problem in checks.classification(result, truth, lost, self.cloud, carried):
                 self._violation(checks.CLASSIFICATION, problem)
+        self._carried_unsure = scan_faulted or result is None or carried
         if len(self.checked.cycle_guests) > self.setup.max_actions_per_cycle:
             self._violation(
                 checks.CAP,

@@ -211,3 +211,58 @@ def test_seed_1_index_4116_a_clock_step_before_the_first_sighting_does_not_short
         ),
     )
     assert checks.RESTORE not in invariants(history)
+
+
+def test_seed_20240401_index_177_an_incremental_cycle_with_a_cell_down_fails_closed():
+    """A server migrated into a cell that then stopped answering looked unchanged to the
+    incremental view (Nova skips a down cell in the cloud-wide change listing), so its
+    leftover domain looked managed here.
+
+    Fixed with the incremental cycles themselves: they need every cell to answer
+    (docs/design.md rule 17; ``NovaObserver.finish(every_cell=True)``).
+    """
+    history = History(
+        seed=20240401,
+        index=177,
+        setup=Setup(
+            interval=600.0,
+            actions=(("deleted", "reap"), ("unknown", "stop"), ("misplaced", "reap")),
+            sightings_required=1,
+            max_actions_per_cycle=2,
+            max_orphan_fraction=0.75,
+            brake_min_orphans=2,
+            page_size=4,
+            retention=3000.0,
+        ),
+        steps=(
+            Event(at=563.0, op="boot_here", label="s4", arg="running"),
+            Cycle(at=1200.0, reads=((0, "toggle"),), crash=(1, "before"), fail=("purge",)),
+            Event(at=1261.7, op="live_migrate", label="s4", arg="cleanup_failed:running"),
+            Cycle(at=1800.0, reads=((3, "migrate"),), cell_down="cmp-2"),
+        ),
+    )
+    assert checks.CLASSIFICATION not in invariants(history)
+
+
+def test_seed_20240401_index_848_a_delete_and_archive_between_cycles_is_never_acted_on():
+    """A server deleted and archived between two cycles changes no row ``changes-since``
+    could list: until the next full look the incremental view still holds it as Nova's
+    (docs/design.md §8): the classification invariant excuses that, and safety (never acted
+    on, while held as Nova's) holds."""
+    history = History(
+        seed=20240401,
+        index=848,
+        setup=Setup(
+            interval=300.0,
+            actions=(("deleted", "reap"), ("unknown", "reap"), ("misplaced", "reap")),
+            page_size=4,
+        ),
+        steps=(
+            Event(at=20.0, op="boot_here", label="s2", arg="running"),
+            Cycle(at=5100.0),
+            Event(at=5181.0, op="local_delete", label="s2"),
+            Event(at=5275.0, op="archive", label="s2"),
+            Cycle(at=5400.0),
+        ),
+    )
+    assert invariants(history) == set()

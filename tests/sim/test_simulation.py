@@ -125,7 +125,7 @@ def test_an_actuator_that_skips_re_verification_breaks_the_safety_invariant(monk
 
 
 def test_a_classifier_that_thinks_no_server_is_managed_here_breaks_safety(monkeypatch):
-    monkeypatch.setattr(classify_module, "_managed_here", lambda server, host: False)
+    monkeypatch.setattr(classify_module, "managed_here", lambda server, host: False)
     assert first_violations(checks.SAFETY)
 
 

@@ -134,6 +134,12 @@ def test_a_typo_of_dry_run_is_an_error_and_nothing_runs(tmp_path, capsys, monkey
             id="interval below its minimum",
         ),
         pytest.param(
+            "full_look_every = 0\n",
+            "",
+            "[agent] full_look_every = 0 is not valid: should be greater than or equal to 1",
+            id="full looks never",
+        ),
+        pytest.param(
             "",
             "[metrics]\ntextfile = /nonexistent-dir/nova_orphans.prom\n",
             "[metrics] textfile = /nonexistent-dir/nova_orphans.prom: "

@@ -72,10 +72,14 @@ class ScriptedNova:
             for s in self.servers
             if s["OS-EXT-SRV-ATTR:host"] == q["host"] and s["status"] != "DELETED"
         ]
-        return 200, nova_page(live, q, self.max_limit)
+        if url.path == "/servers":  # the plain listing: id, name and links only
+            live = [{"id": s["id"], "name": s["name"], "links": []} for s in live]
+        return 200, nova_page(live, q, self.max_limit, url.path)
 
 
-def nova_page(rows: list[dict[str, Any]], q: dict[str, str], max_limit: int) -> dict[str, Any]:
+def nova_page(
+    rows: list[dict[str, Any]], q: dict[str, str], max_limit: int, path: str = "/servers/detail"
+) -> dict[str, Any]:
     """One page of ``rows`` the way Nova pages: limit capped to max_limit, a next link when full."""
     start = next((i + 1 for i, s in enumerate(rows) if s["id"] == q.get("marker")), 0)
     limit = min(int(q["limit"]), max_limit)
@@ -83,7 +87,7 @@ def nova_page(rows: list[dict[str, Any]], q: dict[str, str], max_limit: int) -> 
     body: dict[str, Any] = {"servers": page}
     if page and len(page) == limit:
         query = urllib.parse.urlencode(dict(sorted(q.items()), marker=page[-1]["id"]))
-        body["servers_links"] = [{"rel": "next", "href": f"{NOVA}/servers/detail?{query}"}]
+        body["servers_links"] = [{"rel": "next", "href": f"{NOVA}{path}?{query}"}]
     return body
 
 
@@ -114,7 +118,7 @@ def test_a_repeated_page_is_an_error_not_a_shorter_list():
     first = nova_page(servers, {"all_tenants": "1", "host": HOST, "limit": "10"}, 1000)
     nova.override = lambda path: (200, first)
     with pytest.raises(NovaBadAnswer, match="listed twice"):
-        observer(nova, page_size=10).observe(HOST, [])
+        observer(nova, page_size=10).servers_on_host(HOST)
 
 
 def test_a_page_longer_than_asked_is_an_error():
@@ -338,8 +342,8 @@ def test_a_short_page_with_a_next_link_is_not_the_end():
 
     nova = ScriptedNova()
     nova.override = short_then_rest
-    view = observer(nova, page_size=10).observe(HOST, [])
-    assert set(view.servers_here) == {s["id"] for s in servers}
+    listed = observer(nova, page_size=10).servers_on_host(HOST)
+    assert set(listed) == {s["id"] for s in servers}
     assert f"marker={servers[0]['id']}" in nova.requests[1]
 
 
@@ -347,9 +351,8 @@ def test_a_full_page_without_a_next_link_is_the_end():
     servers = [srv() for _ in range(10)]
     nova = ScriptedNova(servers)
     nova.override = lambda path: (200, {"servers": servers, "migrations": [], "services": []})
-    view = observer(nova, page_size=10).observe(HOST, [])
-    assert len(view.servers_here) == 10
-    assert len(nova.requests) == 3  # one server page, the host's service, one migration page
+    assert len(observer(nova, page_size=10).servers_on_host(HOST)) == 10
+    assert len(nova.requests) == 1
 
 
 def linked(items: list[dict[str, Any]], marker: str, query: str | None = None) -> dict[str, Any]:
@@ -364,7 +367,7 @@ def test_a_next_link_back_to_a_marker_already_followed_is_an_error():
     nova = ScriptedNova()
     nova.override = lambda path: (200, next(answers))
     with pytest.raises(NovaBadAnswer, match="returns to"):
-        observer(nova, page_size=2).observe(HOST, [])
+        observer(nova, page_size=2).servers_on_host(HOST)
     assert len(nova.requests) == 2
 
 
@@ -376,7 +379,7 @@ def test_a_listing_that_never_ends_is_cut_off_and_an_error():
     nova = ScriptedNova()
     nova.override = endless
     with pytest.raises(NovaBadAnswer, match="still a next link after 1000 pages"):
-        observer(nova, page_size=2).observe(HOST, [])
+        observer(nova, page_size=2).servers_on_host(HOST)
     assert len(nova.requests) == 1000
 
 

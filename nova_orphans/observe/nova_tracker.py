@@ -1,0 +1,140 @@
+"""The agent's view of Nova, kept from cycle to cycle and brought up to date from changes.
+
+A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers. The
+agent keeps its last view and, in the cycles between full looks, asks only for what changed
+since (``changes-since`` returns changed and deleted rows):
+
+- the plain listing of every server of the cloud that changed (ids only: a server that left
+  this host no longer matches ``host=H``, so a host-filtered listing would miss it);
+- the detail listing of those Nova places on this host now (``host=H&changes-since``);
+- a lookup for each domain of a server Nova does not manage here (many: one listing of
+  the host's deleted rows first) and the migrations when anything needs explaining,
+  exactly as a full look (no actionable finding rests on an earlier cycle's answer);
+- the service listing of every cell: the changes come from the whole cloud, and Nova
+  skips a cell it cannot reach.
+
+Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look, less
+``SAFETY_MARGIN`` (Nova's services stamp ``updated_at`` with their own clocks, and a change
+is committed a moment after it is stamped). A full look comes every ``full_every`` cycles
+and whenever anything is in doubt: no earlier view (start, or the last cycle failed), no
+``Date`` from Nova, Nova's clock gone back, a domain of a server Nova places here, unchanged,
+gone, or the caller saying so (``invalidate``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Iterable, Sequence
+
+from nova_orphans.core.model import NovaView, Server
+from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
+from nova_orphans.observe.errors import NovaBadAnswer
+from nova_orphans.observe.nova import NovaObserver, parse_server
+
+LOG = logging.getLogger(__name__)
+
+SAFETY_MARGIN = datetime.timedelta(minutes=5)
+
+
+class NovaTracker:
+    """``observe`` as ``NovaObserver.observe``, from the changes since the last view."""
+
+    def __init__(self, nova: NovaObserver, full_every: int = FULL_LOOK_EVERY) -> None:
+        self._nova = nova
+        self._full_every = full_every
+        self._baseline: Baseline | None = None
+        self._doubt: str | None = "no earlier view"
+        self._last_start: datetime.datetime | None = None
+        #: Whether the last view was a full look (for the logs and the tests).
+        self.last_was_full = True
+
+    def invalidate(self, why: str) -> None:
+        """Make the next observation a full look."""
+        self._baseline, self._doubt = None, why
+
+    def observe(
+        self, host: str, domain_uuids: Sequence[str], details_for: Sequence[str] = ()
+    ) -> NovaView:
+        """Nova's view of ``host``: from the changes when the last view can be trusted."""
+        domains = frozenset(domain_uuids)
+        base, why = self._baseline, self._doubt or _why_full(self._baseline, host, self._full_every)
+        # NOTE: until this look succeeds there is no view to build on.
+        self.invalidate("the last look at Nova failed")
+        self._nova.restart_clock()
+        view: NovaView | None = None
+        if why is None and base is not None:
+            outcome = self._incremental(base, domains, details_for)
+            if isinstance(outcome, str):
+                why = outcome
+            else:
+                view = outcome
+        if view is None:
+            LOG.info("a full look at Nova: %s", why)
+            self._nova.restart_clock()
+            view = self._nova.observe(host, domain_uuids, details_for)
+        self._keep(view, domains, None if why is not None else base)
+        self.last_was_full = why is not None
+        return view
+
+    def _incremental(
+        self, base: Baseline, domains: frozenset[str], details_for: Iterable[str]
+    ) -> NovaView | str:
+        host = base.view.host
+        changed = self._nova.changed_since(base.since)
+        changed_here = self._changed_on_host(host, base.since)
+        update = bring_up_to_date(base, domains, changed, changed_here, details_for)
+        if isinstance(update, str):
+            return update
+        return self._finish(host, update, domains)
+
+    def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
+        servers_here = dict(update.servers_here)
+        lookups = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
+        # cell it cannot reach in any filtered listing: every cell must answer
+        # (docs/design.md rule 17), or a server that moved into it looks unchanged.
+        return self._nova.finish(host, servers_here, lookups, domains, every_cell=True)
+
+    def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
+        """Full records of the servers on ``host`` changed since ``since`` (deleted too).
+
+        NOTE: each record must name ``host``: then the answer is what the host
+        filter gives, whether or not Nova applied it.
+        """
+        records: dict[str, Server] = {}
+        for item in self._nova.changes_on_host(host, since):
+            server = parse_server(item)
+            if server.host != host:
+                raise NovaBadAnswer(
+                    request="the host's changes",
+                    reason=f"server {server.uuid} is on {server.host!r}, not {host!r} "
+                    "(do the credentials have the admin role?)",
+                )
+            records[server.uuid] = server
+        return records
+
+    def _keep(self, view: NovaView, domains: frozenset[str], base: Baseline | None) -> None:
+        """Keep ``view`` for the next cycle; ``base``: the view it was brought up from."""
+        started = self._nova.first_answer_at
+        if started is None:
+            self.invalidate("Nova's answers carry no Date")
+            return
+        since = started - SAFETY_MARGIN
+        self._baseline = Baseline(view, domains, since, base.incremental + 1 if base else 0)
+        self._doubt = None
+        if self._last_start is not None and started < self._last_start:
+            # NOTE: Nova's clock went back: its stamps and ours may not compare.
+            self.invalidate(f"Nova's clock went back from {self._last_start} to {started}")
+        self._last_start = started
+
+
+def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:
+    """Why the next observation must be a full look, or None."""
+    if base is None:
+        return "no earlier view"
+    if base.view.host != host:
+        return f"the host is now {host}, not {base.view.host}"
+    if base.incremental + 1 >= full_every:
+        return f"every {full_every} cycles"
+    return None

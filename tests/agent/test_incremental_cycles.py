@@ -1,0 +1,120 @@
+"""The agent's incremental cycles (docs/design.md §8): a full look every ``full_look_every``
+cycles and after any doubt; the same decisions as full looks; re-verification stays a fresh,
+full look (rule 5)."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+from nova_orphans import cli
+from nova_orphans.cli import agent as cli_agent
+from nova_orphans.core.model import Kind
+from nova_orphans.demo.simhost import unreachable
+from nova_orphans.demo.simnova import Fault
+from nova_orphans.record.metrics import Metrics
+from tests.agent.simworld import OTHER, SimWorld
+
+
+def looks(world: SimWorld, cycles: int) -> list[bool]:
+    """Whether each of the next ``cycles`` cycles was a full look."""
+    seen = []
+    for _ in range(cycles):
+        assert world.cycle().error is None
+        seen.append(world.agent.nova_views.last_was_full)
+    return seen
+
+
+def test_a_full_look_every_full_look_every_cycles(tmp_path: pathlib.Path) -> None:
+    world = SimWorld(tmp_path)
+    world.agent.nova_views._full_every = 3
+    world.boot("vm-1")
+    assert looks(world, 7) == [True, False, False, True, False, False, True]
+
+
+def test_the_configured_cadence_reaches_the_agent(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / "agent.conf"
+    conf.write_text(
+        "[DEFAULT]\nhost = cmp-1\n[nova]\nauth_type = admin_token\n"
+        "endpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+        f"[agent]\nfull_look_every = 4\nstate_dir = {tmp_path}/state\n"
+    )
+    args = argparse.Namespace(
+        config_files=[str(conf)], host=None, libvirt_uri="test:///default", dry_run=False
+    )
+    agent = cli_agent.build_agent(cli.common.load_conf(args), args, Metrics())
+    try:
+        assert agent.full_look_every == 4 and agent.nova_views._full_every == 4
+    finally:
+        agent.effects.close()
+        agent.journal.close()
+
+
+def test_a_failed_cycle_makes_the_next_one_a_full_look(tmp_path: pathlib.Path) -> None:
+    world = SimWorld(tmp_path)
+    world.boot("vm-1")
+    assert looks(world, 2) == [True, False]
+    world.nova.inject(Fault.SERVER_ERROR, path="/servers")
+    assert world.cycle().error is not None
+    assert looks(world, 2) == [True, False]
+
+
+def test_a_cycle_that_could_not_read_libvirt_makes_the_next_one_a_full_look(
+    tmp_path: pathlib.Path,
+) -> None:
+    world = SimWorld(tmp_path)
+    world.boot("vm-1")
+    assert looks(world, 2) == [True, False]
+    world.hv.before_read = unreachable("test:///sim")
+    assert world.cycle().error is not None
+    world.hv.before_read = None
+    assert looks(world, 2) == [True, False]
+
+
+def test_a_step_skipped_on_re_verification_makes_the_next_one_a_full_look(
+    tmp_path: pathlib.Path,
+) -> None:
+    world = SimWorld(tmp_path)
+    world.boot("vm-1")
+    assert looks(world, 2) == [True, False]
+    orphan = world.orphan("gone", Kind.DELETED)
+    # The fresh look before the step reads GET /servers/{id}: it fails, the step is skipped.
+    world.nova.inject(Fault.SERVER_ERROR, path=f"/servers/{orphan}")
+    result = world.cycle()
+    assert not world.agent.nova_views.last_was_full
+    assert [(o.uuid, o.outcome) for o in result.outcomes] == [(orphan, "skipped")]
+    assert looks(world, 1) == [True]
+    assert orphan in world.touched()  # the full look's cycle stopped it, re-verified
+
+
+def test_incremental_cycles_decide_what_full_looks_decide(tmp_path: pathlib.Path) -> None:
+    """The same world, one agent looking in full every cycle, one incrementally: every cycle's
+    findings and steps are the same, through deletes, migrations and soft deletes."""
+    worlds = {n: SimWorld(tmp_path / str(n)) for n in (1, 100)}
+    for n, world in worlds.items():
+        world.agent.nova_views._full_every = n
+    history = []
+    for world in worlds.values():
+        steady = [world.boot(f"vm-{i}") for i in range(6)]
+        seen = []
+        for step in range(6):
+            if step == 1:
+                world.nova.local_delete(steady[0], at=world.now)
+            if step == 2:
+                world.nova.live_migrate(steady[1], OTHER, cleanup_failed=True, at=world.now)
+            if step == 3:
+                world.nova.soft_delete(steady[2], at=world.now)
+            if step == 4:
+                world.nova.live_migrate(steady[3], OTHER, at=world.now)
+                world.hv.remove(steady[3])
+            result = world.cycle()
+            assert result.error is None
+            seen.append(
+                (
+                    [(f.uuid, f.kind, f.reason) for f in result.report.findings],
+                    [(o.uuid, o.step, o.outcome) for o in result.outcomes],
+                )
+            )
+        history.append(seen)
+    assert history[0] == history[1]
+    assert not worlds[100].agent.nova_views.last_was_full

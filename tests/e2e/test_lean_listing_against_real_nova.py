@@ -1,0 +1,175 @@
+"""The cheap listing and the agent's incremental cycles against a real Nova: the same findings
+as the full detail listing and as full looks, including a server deleted, live-migrated and
+soft-deleted between two cycles.
+
+The observer runs in-process over the product's own keystoneauth transport (so Nova's own
+``Date`` header, plain listing, filters and ``changes-since`` are what is tested); the host's
+domains are plain records, since classification needs nothing else from libvirt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import harness
+import pytest
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+
+from nova_orphans.core.classify import classify
+from nova_orphans.core.model import Domain, DomainState, Finding, NovaMetadata
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova_session import KeystoneTransport
+from nova_orphans.observe.nova_tracker import NovaTracker
+from tests import worlds
+from tests.nova_reference import reference_observe
+
+pytestmark = pytest.mark.nova
+
+HOST, OTHER = "host1", "host2"
+META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")
+
+
+class CountingTransport(KeystoneTransport):
+    """The product's transport, counting requests."""
+
+    def __init__(self, token: str = harness.ADMIN_TOKEN) -> None:
+        session = ks_session.Session(auth=token_endpoint.Token(harness.NOVA_ENDPOINT, token))
+        super().__init__(ks_adapter.Adapter(session=session, service_type="compute"))
+        self.asked: list[str] = []
+
+    def get(self, path: str) -> tuple[int, Any]:
+        self.asked.append(path)
+        return super().get(path)
+
+
+def observer(transport: KeystoneTransport | None = None) -> NovaObserver:
+    return NovaObserver(transport or CountingTransport(), retry=lambda call: call())
+
+
+def domain(uuid: str) -> Domain:
+    return Domain(uuid, f"instance-{uuid[:8]}", DomainState.RUNNING, True, False, META)
+
+
+def ours(findings: list[Finding], uuids: set[str]) -> list[Finding]:
+    """The findings about this test's servers (other tests may share host1)."""
+    return [f for f in findings if f.uuid in uuids]
+
+
+@pytest.fixture
+def servers(nova_stack: harness.Nova) -> Iterator[list[str]]:
+    """Five servers booted on host1 (their domains are "here"); removed afterwards."""
+    created = [nova_stack.boot(HOST, wait=False)["id"] for _ in range(5)]
+    try:
+        for uuid in created:
+            nova_stack.wait_status(uuid, "ACTIVE")
+        yield created
+    finally:
+        for uuid in created:
+            nova_stack.destroy(uuid)
+
+
+def test_the_cheap_listing_gives_the_findings_of_the_detail_listing(
+    nova_stack: harness.Nova, servers: list[str]
+) -> None:
+    """Managed, busy (task_state), SOFT_DELETED, migrated away with its domain left behind,
+    deleted with its domain left behind, never known to Nova, and lost: the same findings,
+    Nova's records included, for fewer and cheaper requests."""
+    nova = nova_stack
+    managed, busy, soft, migrated, lost = servers
+    nova.live_migrate(migrated, OTHER)
+    nova.soft_delete(soft)
+    harness.set_task_state(busy, "rebooting")
+    deleted = nova.boot(HOST)["id"]
+    try:
+        nova.soft_delete(deleted)
+        nova.force_delete(deleted)
+        unknown = worlds.random_uuid()
+        domains = [domain(u) for u in (managed, busy, soft, migrated, deleted, unknown)]
+        uuids = {d.uuid for d in domains} | {lost}
+
+        detail = CountingTransport()
+        before = classify(domains, reference_observe(observer(detail), HOST, list(uuids)))
+        cheap_transport = CountingTransport()
+        view = observer(cheap_transport).observe(HOST, [d.uuid for d in domains])
+        cheap = classify(domains, view)
+
+        assert ours(cheap, uuids) == ours(before, uuids)
+        kinds = {f.uuid: f.kind.value for f in ours(cheap, uuids)}
+        # a task_state on a server Nova manages here changes nothing: no finding
+        assert kinds == {
+            soft: "protected",
+            migrated: "misplaced",
+            deleted: "deleted",
+            unknown: "unknown",
+            lost: "lost",
+        }
+        # The host's servers came from the plain listing; details only for the domains
+        # Nova does not manage here and for the servers without a domain.
+        plain = [p for p in cheap_transport.asked if p.startswith("/servers?")]
+        assert plain and all("host=host1" in p for p in plain)
+        listed = observer().summaries_on_host(HOST)
+        if len(listed.keys() - uuids) + 1 < 5:  # (other tests' servers on host1 count too)
+            assert not any(
+                p.startswith("/servers/detail") and "uuid=" not in p and "deleted=1" not in p
+                for p in cheap_transport.asked
+            )
+    finally:
+        harness.set_task_state(busy, None)
+        nova.destroy(deleted)
+
+
+def test_the_host_filter_probe_refuses_credentials_without_the_admin_filters(
+    nova_stack: harness.Nova, servers: list[str]
+) -> None:
+    """A real Nova answers the probe (a host no compute has) with no server for admin
+    credentials: the plain listing is trusted only then."""
+    transport = CountingTransport()
+    obs = observer(transport)
+    obs.require_admin_filters()
+    assert transport.asked == ["/servers?all_tenants=1&host=no-such-host.invalid&limit=1"]
+    assert nova_stack.get("/servers?all_tenants=1&host=no-such-host.invalid")["servers"] == []
+
+
+def test_incremental_cycles_give_the_findings_of_full_looks_through_delete_migrate_soft_delete(
+    nova_stack: harness.Nova, servers: list[str]
+) -> None:
+    """Between two cycles one server is deleted (its domain left behind), one live-migrated to
+    host2 (its domain gone, as after a clean migration), one live-migrated with its domain left
+    behind, and one soft-deleted: the incremental cycle, built on Nova's Date and
+    changes-since, finds what a full look finds, with no host-size listing."""
+    nova = nova_stack
+    _stays, deleted, migrated, duplicate, soft = servers
+    here = {u: domain(u) for u in servers}
+    transport = CountingTransport()
+    tracker = NovaTracker(observer(transport), full_every=100)
+
+    def findings(view_of: Any) -> list[Finding]:
+        domains = list(here.values())
+        return ours(classify(domains, view_of(HOST, [d.uuid for d in domains])), set(servers))
+
+    assert findings(tracker.observe) == findings(observer().observe) == []
+    assert tracker.last_was_full
+
+    nova.soft_delete(deleted)
+    nova.force_delete(deleted)
+    nova.live_migrate(migrated, OTHER)
+    del here[migrated]
+    nova.live_migrate(duplicate, OTHER)
+    nova.soft_delete(soft)
+
+    transport.asked.clear()
+    incremental = findings(tracker.observe)
+    assert not tracker.last_was_full
+    assert incremental == findings(observer().observe)
+    kinds = {f.uuid: f.kind.value for f in incremental}
+    assert kinds == {deleted: "deleted", duplicate: "misplaced", soft: "protected"}
+    # what changed, not the host: no plain listing of host1, details only of its changes
+    assert not any(p.startswith("/servers?all_tenants=1&host=") for p in transport.asked)
+    assert any("changes-since=" in p and "host=host1" in p for p in transport.asked)
+
+    # and the cycle after, with nothing new, still agrees
+    again = findings(tracker.observe)
+    assert not tracker.last_was_full and again == incremental
