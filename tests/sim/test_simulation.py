@@ -225,7 +225,7 @@ def test_a_purge_before_retention_breaks_the_restore_invariant(monkeypatch):
 
 
 def test_a_purge_that_is_not_journaled_breaks_the_journal_invariant(monkeypatch):
-    def unjournaled(effects, journal, root, now, older_than, dry_run, cycles):
+    def unjournaled(effects, journal, root, now, older_than, dry_run, cycles, wait):
         for entry in retention.expired(journal, root, now, older_than, cycles):
             effects.purge(entry.uuid, entry.path)
         return []
