@@ -218,6 +218,28 @@ ORPHAN_KINDS = frozenset({Kind.SPLIT_BRAIN, Kind.DELETED, Kind.UNKNOWN, Kind.MIS
 ACTIONABLE_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
 
 
+class DangerKind(str, enum.Enum):
+    """What an orphan endangers; the order is the urgency."""
+
+    SHARED_VOLUME = "shared-volume"
+    ADDRESS_CONFLICT = "address-conflict"
+    UNKNOWN = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Danger:
+    """One danger of one finding, with the evidence an operator needs."""
+
+    kind: DangerKind
+    #: The volume id, or the MAC address, concerned (for ``unknown``: the check).
+    subject: str
+    detail: str
+    #: The server that holds the volume or the port, when one does.
+    other_server: str | None = None
+    port: str | None = None
+    fixed_ips: tuple[str, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One guest (or missing guest) that is not plainly managed by Nova on this host."""
@@ -228,3 +250,6 @@ class Finding:
     reason: str
     domain: Domain | None
     server: Server | None
+    #: What the guest can break now (``core/danger.py``), the worst first; None when
+    #: its dangers were not looked for (not an orphan with a domain, or no services asked).
+    dangers: tuple[Danger, ...] | None = None

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import types
-from typing import Any
 import urllib.parse
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import libvirt
 
@@ -239,9 +239,7 @@ def _parse_metadata(
         return None, str(err)
 
 
-def usage_of(
-    stats: dict[str, Any], parsed: domain_xml.ParsedDomain, active: bool
-) -> model.Usage:
+def usage_of(stats: dict[str, Any], parsed: domain_xml.ParsedDomain, active: bool) -> model.Usage:
     """What the domain consumes, from its bulk stats record, else from its XML.
 
     Disk: the bytes its file-backed disks take on this host (``block.N.physical``,

@@ -1,0 +1,117 @@
+"""What the guests Nova does not manage here cost, set beside Placement's view of the host. Pure.
+
+A local delete releases the server's Placement allocation while its guest keeps
+running; a migration leftover's allocation is on the other host; a foreign guest
+never had one. So Placement schedules new guests into memory, CPUs and disk these
+guests still hold. Protected guests are left out: Nova still accounts for them
+(SOFT_DELETED, a migration in progress, a resize awaiting confirmation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from nova_orphans.core.model import Finding, Kind
+
+#: Kinds whose guests Placement does not count on this host.
+UNTRACKED_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED, Kind.FOREIGN})
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclasses.dataclass(frozen=True)
+class Untracked:
+    """What the non-managed guests of one host consume, summed.
+
+    ``unmeasured`` names the guests one of whose numbers libvirt did not give
+    (they are left out of that sum: the totals are then lower bounds).
+    """
+
+    guests: int = 0
+    vcpus: int = 0
+    memory_bytes: int = 0
+    disk_bytes: int = 0
+    unmeasured: tuple[str, ...] = ()
+
+
+def untracked(findings: Iterable[Finding]) -> Untracked:
+    """Sum what the guests of ``UNTRACKED_KINDS`` consume (active ones: CPUs and memory)."""
+    guests = vcpus = memory = disk = 0
+    unmeasured: list[str] = []
+    for finding in findings:
+        domain = finding.domain
+        if finding.kind not in UNTRACKED_KINDS or domain is None:
+            continue
+        usage = domain.usage
+        guests += 1
+        if None in (usage.vcpus, usage.memory_bytes, usage.disk_bytes):
+            unmeasured.append(finding.uuid)
+        vcpus += usage.vcpus or 0
+        memory += usage.memory_bytes or 0
+        disk += usage.disk_bytes or 0
+    return Untracked(guests, vcpus, memory, disk, tuple(unmeasured))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """Placement's inventory and usage of one resource class of a provider."""
+
+    total: int
+    reserved: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> float:
+        """What Placement may allocate: (total - reserved) x allocation_ratio."""
+        return (self.total - self.reserved) * self.allocation_ratio
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderView:
+    """Placement's view of the host's resource provider (its compute node)."""
+
+    name: str
+    uuid: str
+    #: By resource class (``VCPU``, ``MEMORY_MB``, ``DISK_GB``...).
+    resources: Mapping[str, Resource]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementAnswer:
+    """Placement's view, or why there is none (never read as "nothing used")."""
+
+    provider: ProviderView | None = None
+    error: str | None = None
+
+
+#: Our numbers against Placement's: (resource class, label, bytes per Placement unit).
+COMPARED = (("MEMORY_MB", "memory", MIB), ("VCPU", "vCPUs", 1), ("DISK_GB", "disk", GIB))
+
+
+def comparison(total: Untracked, placement: PlacementAnswer) -> list[str]:
+    """One sentence per resource: what Placement counts, and what it does not know about.
+
+    E.g. "memory: Placement counts 40.0 GiB of 64.0 GiB used; non-managed guests use
+    another 12.0 GiB it does not know about".
+    """
+    ours = {"MEMORY_MB": total.memory_bytes, "VCPU": total.vcpus, "DISK_GB": total.disk_bytes}
+    if placement.provider is None:
+        return [f"Placement not consulted: {placement.error or 'no provider'}"]
+    lines = []
+    for rc, label, unit in COMPARED:
+        resource = placement.provider.resources.get(rc)
+        if resource is None:
+            continue
+        used, capacity = resource.used * unit, resource.capacity * unit
+        lines.append(
+            f"{label}: Placement counts {_amount(used, unit)} of {_amount(capacity, unit)} used; "
+            f"non-managed guests use another {_amount(ours[rc], unit)} it does not know about"
+        )
+    return lines
+
+
+def _amount(value: float, unit: int) -> str:
+    """Bytes as GiB, counts as they are."""
+    return f"{value / GIB:.1f} GiB" if unit > 1 else f"{value:g}"
