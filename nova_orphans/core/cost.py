@@ -100,6 +100,7 @@ def comparison(total: Untracked, placement: PlacementAnswer) -> list[str]:
     if placement.provider is None:
         return [f"Placement not consulted: {placement.error or 'no provider'}"]
     lines = []
+    bound = " (at least: libvirt did not measure every guest)" if total.unmeasured else ""
     for rc, label, unit in COMPARED:
         resource = placement.provider.resources.get(rc)
         if resource is None:
@@ -108,6 +109,7 @@ def comparison(total: Untracked, placement: PlacementAnswer) -> list[str]:
         lines.append(
             f"{label}: Placement counts {_amount(used, unit)} of {_amount(capacity, unit)} used; "
             f"non-managed guests use another {_amount(ours[rc], unit)} it does not know about"
+            + bound
         )
     return lines
 

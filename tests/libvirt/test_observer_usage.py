@@ -1,4 +1,4 @@
-"""What each domain consumes comes from the scan's one bulk libvirt call: no per-domain round trips."""
+"""What each domain consumes comes from the scan's one bulk libvirt call, not per-domain calls."""
 
 from __future__ import annotations
 

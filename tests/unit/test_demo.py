@@ -8,8 +8,8 @@ from nova_orphans import cli
 from nova_orphans.demo import world
 
 
-def test_demo_reports_one_guest_of_each_kind_and_exits_3(capsys):
-    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_FOUND
+def test_demo_reports_one_guest_of_each_kind_and_exits_5_for_its_shared_volume(capsys):
+    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
     document = json.loads(capsys.readouterr().out)
     assert document["host"] == world.HOST
     found = {f["uuid"]: f["kind"] for f in document["findings"]}
@@ -17,7 +17,7 @@ def test_demo_reports_one_guest_of_each_kind_and_exits_3(capsys):
 
 
 def test_demo_table_names_every_finding(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_FOUND
+    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
     table = capsys.readouterr().out
     for uuid in world.build().expected:
         assert uuid in table
