@@ -1,4 +1,4 @@
-"""What an orphan endangers, from Cinder's and Neutron's facts (``core/danger.py``): each case a sentence."""
+"""What an orphan endangers, from Cinder's and Neutron's facts (``core/danger.py``)."""
 
 from __future__ import annotations
 
