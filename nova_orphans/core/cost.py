@@ -53,6 +53,24 @@ def untracked(findings: Iterable[Finding]) -> Untracked:
     return Untracked(guests, vcpus, memory, disk, tuple(unmeasured))
 
 
+def ranked(hosts: Mapping[str, Iterable[Finding]]) -> list[tuple[str, Untracked]]:
+    """Each host's untracked totals, the host holding the most untracked memory first."""
+    totals = [(host, untracked(findings)) for host, findings in hosts.items()]
+    return sorted(totals, key=lambda pair: (-pair[1].memory_bytes, pair[0]))
+
+
+def total(parts: Iterable[Untracked]) -> Untracked:
+    """The sum of several hosts' totals."""
+    parts = list(parts)
+    return Untracked(
+        guests=sum(p.guests for p in parts),
+        vcpus=sum(p.vcpus for p in parts),
+        memory_bytes=sum(p.memory_bytes for p in parts),
+        disk_bytes=sum(p.disk_bytes for p in parts),
+        unmeasured=tuple(u for p in parts for u in p.unmeasured),
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Resource:
     """Placement's inventory and usage of one resource class of a provider."""
