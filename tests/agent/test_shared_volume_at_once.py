@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from nova_orphans import pipeline
-from nova_orphans.core.model import Disk, Interface, Kind, Selector
+from nova_orphans.core.model import DangerKind, Disk, Interface, Kind, Selector, Usage
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.dangers import DangerObserver
@@ -165,3 +165,33 @@ def test_a_shared_volume_still_obeys_holds_brakes_the_allow_list_and_the_cap(tmp
     result = world.cycle()
     assert world.stops() == []
     assert result.plan.steps == []
+
+
+def test_the_agent_exports_what_orphans_cost_and_endanger(tmp_path):
+    world = World(tmp_path)
+    for danger in DangerKind:
+        assert (
+            world.agent.metrics.registry.get_sample_value(
+                "nova_orphans_dangers", {"danger": danger.value}
+            )
+            == 0
+        )
+    guest = world.with_volume("db", Kind.DELETED)
+    world.hv.change(guest, usage=Usage(vcpus=2, memory_bytes=3 * 1024**3, disk_bytes=5 * 1024**3))
+    foreign = "0d0d0d0d-0000-4000-8000-00000000000d"
+    world.hv.define(foreign, "by-hand", nova=False)
+    world.hv.change(foreign, usage=Usage(vcpus=1, memory_bytes=1024**3, disk_bytes=0))
+    world.cycle()
+
+    def value(name: str, **labels: str) -> float | None:
+        return world.agent.metrics.registry.get_sample_value(name, labels)
+
+    assert value("nova_orphans_untracked_vcpus") == 3
+    assert value("nova_orphans_untracked_memory_bytes") == 4 * 1024**3
+    assert value("nova_orphans_untracked_disk_bytes") == 5 * 1024**3
+    assert value("nova_orphans_dangers", danger="shared-volume") == 1
+    assert value("nova_orphans_dangers", danger="address-conflict") == 0
+    world.cinder.fail = "timeout"
+    world.cycle()
+    assert value("nova_orphans_dangers", danger="shared-volume") == 0
+    assert value("nova_orphans_dangers", danger="unknown") == 1
