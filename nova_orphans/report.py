@@ -72,7 +72,8 @@ def cost_record(total: cost.Untracked, placement: cost.PlacementAnswer | None) -
     """The host's untracked totals beside Placement's view (null: Placement not asked)."""
     provider = placement.provider if placement else None
     return {
-        "untracked": dataclasses.asdict(total) | {"unmeasured": list(total.unmeasured)},
+        "untracked": dataclasses.asdict(total)
+        | {"unmeasured": list(total.unmeasured), "incomplete": list(total.incomplete)},
         "placement": None
         if placement is None
         else {

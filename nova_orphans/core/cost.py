@@ -25,7 +25,8 @@ class Untracked:
     """What the non-managed guests of one host consume, summed.
 
     ``unmeasured`` names the guests one of whose numbers libvirt did not give
-    (they are left out of that sum: the totals are then lower bounds).
+    (they are left out of that sum); ``incomplete`` the sums that are therefore
+    lower bounds (``vcpus``, ``memory_bytes``, ``disk_bytes``).
     """
 
     guests: int = 0
@@ -33,24 +34,39 @@ class Untracked:
     memory_bytes: int = 0
     disk_bytes: int = 0
     unmeasured: tuple[str, ...] = ()
+    incomplete: tuple[str, ...] = ()
 
 
 def untracked(findings: Iterable[Finding]) -> Untracked:
     """Sum what the guests of ``UNTRACKED_KINDS`` consume (active ones: CPUs and memory)."""
     guests = vcpus = memory = disk = 0
     unmeasured: list[str] = []
+    incomplete: set[str] = set()
     for finding in findings:
         domain = finding.domain
         if finding.kind not in UNTRACKED_KINDS or domain is None:
             continue
         usage = domain.usage
         guests += 1
-        if None in (usage.vcpus, usage.memory_bytes, usage.disk_bytes):
+        missing = {
+            name
+            for name, value in (
+                ("vcpus", usage.vcpus),
+                ("memory_bytes", usage.memory_bytes),
+                ("disk_bytes", usage.disk_bytes),
+            )
+            if value is None
+        }
+        if missing:
             unmeasured.append(finding.uuid)
+            incomplete |= missing
         vcpus += usage.vcpus or 0
         memory += usage.memory_bytes or 0
         disk += usage.disk_bytes or 0
-    return Untracked(guests, vcpus, memory, disk, tuple(unmeasured))
+    order = ("vcpus", "memory_bytes", "disk_bytes")
+    return Untracked(
+        guests, vcpus, memory, disk, tuple(unmeasured), tuple(n for n in order if n in incomplete)
+    )
 
 
 def ranked(hosts: Mapping[str, Iterable[Finding]]) -> list[tuple[str, Untracked]]:
@@ -68,6 +84,11 @@ def total(parts: Iterable[Untracked]) -> Untracked:
         memory_bytes=sum(p.memory_bytes for p in parts),
         disk_bytes=sum(p.disk_bytes for p in parts),
         unmeasured=tuple(u for p in parts for u in p.unmeasured),
+        incomplete=tuple(
+            n
+            for n in ("vcpus", "memory_bytes", "disk_bytes")
+            if any(n in p.incomplete for p in parts)
+        ),
     )
 
 
@@ -104,8 +125,12 @@ class PlacementAnswer:
     error: str | None = None
 
 
-#: Our numbers against Placement's: (resource class, label, bytes per Placement unit).
-COMPARED = (("MEMORY_MB", "memory", MIB), ("VCPU", "vCPUs", 1), ("DISK_GB", "disk", GIB))
+#: Our numbers against Placement's: (resource class, label, bytes per Placement unit, ours).
+COMPARED = (
+    ("MEMORY_MB", "memory", MIB, "memory_bytes"),
+    ("VCPU", "vCPUs", 1, "vcpus"),
+    ("DISK_GB", "disk", GIB, "disk_bytes"),
+)
 
 
 def comparison(total: Untracked, placement: PlacementAnswer) -> list[str]:
@@ -114,20 +139,20 @@ def comparison(total: Untracked, placement: PlacementAnswer) -> list[str]:
     E.g. "memory: Placement counts 40.0 GiB of 64.0 GiB used; non-managed guests use
     another 12.0 GiB it does not know about".
     """
-    ours = {"MEMORY_MB": total.memory_bytes, "VCPU": total.vcpus, "DISK_GB": total.disk_bytes}
     if placement.provider is None:
         return [f"Placement not consulted: {placement.error or 'no provider'}"]
     lines = []
-    bound = " (at least: libvirt did not measure every guest)" if total.unmeasured else ""
-    for rc, label, unit in COMPARED:
+    for rc, label, unit, field in COMPARED:
         resource = placement.provider.resources.get(rc)
         if resource is None:
             continue
         used, capacity = resource.used * unit, resource.capacity * unit
+        ours = _amount(getattr(total, field), unit)
+        if field in total.incomplete:
+            ours = f"at least {ours} (libvirt did not measure every guest)"
         lines.append(
             f"{label}: Placement counts {_amount(used, unit)} of {_amount(capacity, unit)} used; "
-            f"non-managed guests use another {_amount(ours[rc], unit)} it does not know about"
-            + bound
+            f"non-managed guests use another {ours} it does not know about"
         )
     return lines
 

@@ -116,6 +116,7 @@ def test_a_real_orphan_uses_what_real_placement_released(nova_stack, keeper_and_
         "memory_bytes": flavor["ram"] * MIB,
         "disk_bytes": usage["disk_bytes"],
         "unmeasured": [],
+        "incomplete": [],
     }
     seen = cost["placement"]
     assert (seen["provider"], seen["uuid"], seen["error"]) == (node, provider, None)

@@ -34,6 +34,12 @@ def test_a_number_libvirt_did_not_give_makes_the_sum_a_lower_bound_and_says_whos
     unmeasured = guest(Kind.DELETED, Usage(2, 4 * GIB, None), 1)
     total = cost.untracked([unmeasured, guest(Kind.DELETED, Usage(1, GIB, GIB), 2)])
     assert (total.vcpus, total.disk_bytes, total.unmeasured) == (3, GIB, (unmeasured.uuid,))
+    assert total.incomplete == ("disk_bytes",)
+    (memory, _, disk) = cost.comparison(total, provider(1024))
+    assert memory.endswith("another 5.0 GiB it does not know about")
+    assert disk.endswith(
+        "another at least 1.0 GiB (libvirt did not measure every guest) it does not know about"
+    )
 
 
 def provider(used_mb: int) -> PlacementAnswer:
