@@ -271,6 +271,13 @@ class Agent:
             self.metrics.cycles_aborted.labels(reason="brake").inc()
             LOG.error("BRAKE: this cycle only reports: %s", plan.brake)
         for d in plan.decisions:
+            for danger_found in d.finding.dangers or ():
+                LOG.warning(
+                    "danger uuid=%s danger=%s: %s",
+                    d.finding.uuid,
+                    danger_found.kind.value,
+                    danger_found.detail,
+                )
             LOG.info(
                 "finding uuid=%s kind=%s action=%s dry_run=%s next=%s why=%s reason=%s",
                 d.finding.uuid,

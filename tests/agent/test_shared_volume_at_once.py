@@ -7,6 +7,7 @@ re-verification (which asks Cinder again) and the journal — and never otherwis
 
 from __future__ import annotations
 
+import logging
 import pathlib
 
 import pytest
@@ -53,10 +54,12 @@ class World(SimWorld):
         return [u for m, u in self.effects.calls if m == "stop"]
 
 
-def test_off_by_default_a_shared_volume_waits_like_any_orphan(tmp_path):
+def test_off_by_default_a_shared_volume_waits_like_any_orphan(tmp_path, caplog):
     world = World(tmp_path)
     guest = world.with_volume("db", Kind.DELETED)
-    result = world.cycle()
+    with caplog.at_level(logging.WARNING, logger="nova_orphans.agent"):
+        result = world.cycle()
+    assert f"danger uuid={guest} danger=shared-volume: volume {VOLUME} is attached" in caplog.text
     (finding,) = result.report.findings
     assert [d.kind.value for d in finding.dangers] == ["shared-volume"]
     assert world.stops() == []
