@@ -93,6 +93,7 @@ def test_a_real_orphan_uses_what_real_placement_released(nova_stack, keeper_and_
             assert harness.domain_state(victim) == "running"
             after = usages(provider)
             done = harness.run_audit(conf, "lvhost", harness.LIBVIRT_URI)
+            table = harness.run_audit(conf, "lvhost", harness.LIBVIRT_URI, "--format", "table")
         finally:
             harness.remove_domain(victim)
             shutil.rmtree(instances_path() / victim, ignore_errors=True)
@@ -132,6 +133,9 @@ def test_a_real_orphan_uses_what_real_placement_released(nova_stack, keeper_and_
     assert memory.endswith(
         f"non-managed guests use another {flavor['ram'] / 1024:.1f} GiB it does not know about"
     )
+    # The table ends with the same sentences (README's example is this output).
+    print(table.stdout)
+    assert table.stdout.rstrip().endswith("\n".join(cost["summary"]))
 
 
 def _all_domains() -> set[str]:
