@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Finding, Kind
+from nova_orphans.core.model import Finding, Kind, Usage
 
 #: Kinds whose guests Placement does not count on this host.
 UNTRACKED_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED, Kind.FOREIGN})
@@ -39,15 +39,21 @@ class Untracked:
 
 def untracked(findings: Iterable[Finding]) -> Untracked:
     """Sum what the guests of ``UNTRACKED_KINDS`` consume (active ones: CPUs and memory)."""
-    guests = vcpus = memory = disk = 0
+    return untracked_usages(
+        (f.uuid, f.kind, f.domain.usage) for f in findings if f.domain is not None
+    )
+
+
+def untracked_usages(guests: Iterable[tuple[str, Kind, Usage | None]]) -> Untracked:
+    """``untracked`` over (UUID, kind, usage) as a host's report tells them (None: not told)."""
+    count = vcpus = memory = disk = 0
     unmeasured: list[str] = []
     incomplete: set[str] = set()
-    for finding in findings:
-        domain = finding.domain
-        if finding.kind not in UNTRACKED_KINDS or domain is None:
+    for uuid, kind, usage in guests:
+        if kind not in UNTRACKED_KINDS:
             continue
-        usage = domain.usage
-        guests += 1
+        usage = usage or Usage()
+        count += 1
         missing = {
             name
             for name, value in (
@@ -58,21 +64,28 @@ def untracked(findings: Iterable[Finding]) -> Untracked:
             if value is None
         }
         if missing:
-            unmeasured.append(finding.uuid)
+            unmeasured.append(uuid)
             incomplete |= missing
         vcpus += usage.vcpus or 0
         memory += usage.memory_bytes or 0
         disk += usage.disk_bytes or 0
-    order = ("vcpus", "memory_bytes", "disk_bytes")
     return Untracked(
-        guests, vcpus, memory, disk, tuple(unmeasured), tuple(n for n in order if n in incomplete)
+        count,
+        vcpus,
+        memory,
+        disk,
+        tuple(unmeasured),
+        tuple(n for n in _MEASURED if n in incomplete),
     )
 
 
-def ranked(hosts: Mapping[str, Iterable[Finding]]) -> list[tuple[str, Untracked]]:
-    """Each host's untracked totals, the host holding the most untracked memory first."""
-    totals = [(host, untracked(findings)) for host, findings in hosts.items()]
-    return sorted(totals, key=lambda pair: (-pair[1].memory_bytes, pair[0]))
+#: The sums, in the order they are told.
+_MEASURED = ("vcpus", "memory_bytes", "disk_bytes")
+
+
+def ranked(hosts: Mapping[str, Untracked]) -> list[tuple[str, Untracked]]:
+    """The hosts' untracked totals, the host holding the most untracked memory first."""
+    return sorted(hosts.items(), key=lambda pair: (-pair[1].memory_bytes, pair[0]))
 
 
 def total(parts: Iterable[Untracked]) -> Untracked:

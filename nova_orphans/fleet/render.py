@@ -67,19 +67,22 @@ def _summary_record(fleet: FleetReport) -> dict[str, Any]:
         "unknown_to_nova": [h.host for h in fleet.hosts if not h.known_to_nova],
         "findings": {k.value: fleet.count(k) for k in Kind if fleet.count(k)},
         "nova_requests": fleet.nova_requests,
-        "untracked": _untracked_record(cost.total(u for _, u in _ranking(fleet))),
+        "untracked": untracked_record(cost.total(u for _, u in _ranking(fleet))),
         "untracked_by_host": [
-            {"host": host, **_untracked_record(totals)} for host, totals in _ranking(fleet)
+            {"host": host, **untracked_record(totals)} for host, totals in _ranking(fleet)
         ],
     }
 
 
 def _ranking(fleet: FleetReport) -> list[tuple[str, cost.Untracked]]:
     """The audited hosts, the one holding the most memory Placement does not count first."""
-    return cost.ranked({h.host: h.findings for h in fleet.hosts if h.findings is not None})
+    return cost.ranked(
+        {h.host: cost.untracked(h.findings) for h in fleet.hosts if h.findings is not None}
+    )
 
 
-def _untracked_record(totals: cost.Untracked) -> dict[str, Any]:
+def untracked_record(totals: cost.Untracked) -> dict[str, Any]:
+    """A host's (or the fleet's) untracked totals as JSON-ready data."""
     return {
         "guests": totals.guests,
         "vcpus": totals.vcpus,
@@ -91,7 +94,12 @@ def _untracked_record(totals: cost.Untracked) -> dict[str, Any]:
 
 def untracked_lines(fleet: FleetReport) -> list[str]:
     """The fleet's untracked totals, then one line per host holding any, most memory first."""
-    ranking = [(h, u) for h, u in _ranking(fleet) if u.guests]
+    return ranking_lines(_ranking(fleet))
+
+
+def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
+    """The untracked totals of ``ranked`` hosts, then one line per host holding any."""
+    ranking = [(h, u) for h, u in ranked if u.guests]
     whole = cost.total(u for _, u in ranking)
     lines = [
         f"untracked: {whole.guests} guests Nova does not manage use {whole.vcpus} vCPUs, "
