@@ -109,6 +109,14 @@ def assess(
         *_volume_dangers(finding, domain, facts, host),
         *_address_dangers(finding, domain, facts, managed_here),
     ]
+    if not domain.is_active:
+        # NOTE: a stopped guest writes nothing and sends nothing now; starting it would.
+        found = [
+            d
+            if d.kind is DangerKind.UNKNOWN
+            else dataclasses.replace(d, detail=f"{d.detail} (once the guest is started again)")
+            for d in found
+        ]
     order = list(DangerKind)
     return tuple(sorted(found, key=lambda d: order.index(d.kind)))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nova_orphans.core import danger
@@ -177,3 +179,14 @@ def test_only_orphans_with_a_domain_are_checked():
         assert danger.checked(finding(kind)) is (
             kind in (Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED)
         )
+
+
+def test_a_stopped_guests_danger_is_told_as_what_starting_it_would_do():
+    stopped = finding(disks=(VOLUME_DISK,))
+    stopped = dataclasses.replace(
+        stopped, domain=dataclasses.replace(stopped.domain, state=DomainState.SHUTOFF)
+    )
+    facts = Facts(volumes={VOL: Volume(VOL, "available")})
+    (found,) = danger.assess(stopped, facts, HOST, ())
+    assert found.kind.value == "shared-volume"
+    assert found.detail.endswith("(once the guest is started again)")
