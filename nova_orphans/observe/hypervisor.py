@@ -152,11 +152,12 @@ class LibvirtObserver:
             dom = self._conn.lookupByUUIDString(uuid)
             state, reason = dom.state()
             persistent = bool(dom.isPersistent())
+            stats = self._conn.domainListGetStats([dom], SCAN_STATS, 0)
         except libvirt.libvirtError as err:
             if is_gone(err):
                 return None
             raise self._error(err) from err
-        return self._read(dom, state, reason, persistent)
+        return self._read(dom, state, reason, persistent, stats[0][1] if stats else None)
 
     def _read(
         self,
