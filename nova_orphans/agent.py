@@ -20,11 +20,12 @@ from nova_orphans import exits, pipeline
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
+from nova_orphans.core import danger
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.model import Domain, Finding, NovaView, Selector
+from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, NovaView, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
@@ -57,25 +58,41 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing found, 3 found but nothing done, 4 acted, 1 error (``run --once``)."""
+        """0 nothing found, 3 found but nothing done, 5 a shared-volume danger and nothing
+        done, 4 acted, 1 error (``run --once``)."""
         if self.error:
             return exits.ERROR
         if any(o.outcome == "done" and not o.dry_run for o in self.outcomes):
             return exits.ACTED
+        if self.report and self.report.shared_volumes:
+            return exits.SHARED_VOLUME
         return exits.FOUND if self.report and self.report.has_orphans else exits.OK
 
 
 class _FreshLook:
     """Re-verification reads through the cycle's own connections."""
 
-    def __init__(self, hypervisor: HostHypervisor, nova: NovaObserver, host: str) -> None:
+    def __init__(
+        self,
+        hypervisor: HostHypervisor,
+        nova: NovaObserver,
+        host: str,
+        services: pipeline.Services | None,
+    ) -> None:
         self._hypervisor, self._nova, self._host = hypervisor, nova, host
+        self._services = services
 
     def domain(self, uuid: str) -> Domain | None:
         return self._hypervisor.lookup_domain(uuid)
 
     def nova(self, uuid: str) -> NovaView:
         return self._nova.fresh_view(self._host, uuid)
+
+    def dangers(self, finding: Finding) -> tuple[Danger, ...]:
+        if self._services is None:
+            return ()
+        facts = self._services.dangers.facts([finding])
+        return danger.assess(finding, facts, self._host, ())
 
 
 @dataclasses.dataclass
@@ -95,6 +112,8 @@ class Agent:
     #: How long a quarantine entry is kept before the agent purges it; 0 keeps it forever.
     retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
+    #: Placement, Cinder and Neutron: what orphans cost and endanger (None: not asked).
+    services: pipeline.Services | None = None
     dry_run: bool = False
     #: For a dry run: the live agent's journal, whose holds the dry run honours too
     #: (read-only; the dry run keeps its own journal, docs/design.md rules 12 and 14).
@@ -141,10 +160,12 @@ class Agent:
             self.deny,
             self.compute_id_dirs,
             observe_nova=self.nova_views.observe,
+            services=self.services,
         )
         self._log_identity(report.identity)
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
+        self.metrics.set_costs(report.untracked, {k: report.dangers(k) for k in DangerKind})
         holds = self._holds(report.findings, now)
         # NOTE: a held guest is not counted: once released it must be seen afresh.
         counted = [f for f in report.findings if f.uuid not in holds]
@@ -166,7 +187,7 @@ class Agent:
         self._log_plan(plan)
         actuator = Actuator(
             self.effects,
-            _FreshLook(hypervisor, self.nova, self.host),
+            _FreshLook(hypervisor, self.nova, self.host, self.services),
             self.journal,
             self.clock,
             dry_run=self.dry_run,
@@ -250,6 +271,13 @@ class Agent:
             self.metrics.cycles_aborted.labels(reason="brake").inc()
             LOG.error("BRAKE: this cycle only reports: %s", plan.brake)
         for d in plan.decisions:
+            for danger_found in d.finding.dangers or ():
+                LOG.warning(
+                    "danger uuid=%s danger=%s: %s",
+                    d.finding.uuid,
+                    danger_found.kind.value,
+                    danger_found.detail,
+                )
             LOG.info(
                 "finding uuid=%s kind=%s action=%s dry_run=%s next=%s why=%s reason=%s",
                 d.finding.uuid,

@@ -257,6 +257,15 @@ agent_opts = [
         help="Purge quarantine entries older than this many days at each cycle; "
         "0 keeps them until 'nova-orphans purge'.",
     ),
+    cfg.BoolOpt(
+        "stop_shared_volume_at_once",
+        default=_POLICY.stop_shared_volume_at_once,
+        help="Stop at once, without waiting for grace_period or sightings_required, a "
+        "'deleted' guest that holds a Cinder volume another server is attached to, or that "
+        "Cinder offers as available (a shared-volume danger: two writers on one disk). "
+        "Whatever action_deleted says; the stop goes through the same re-verification "
+        "(Cinder is asked again) and journal as any step. Off: such a guest waits like any other.",
+    ),
     cfg.StrOpt(
         "report_file",
         help="After each cycle that observed the host, write its audit report here (the "
@@ -275,6 +284,32 @@ metrics_opts = [
         help="Write metrics to this file after each cycle (node-exporter textfile "
         "collector), e.g. /var/lib/node_exporter/nova_orphans.prom.",
     ),
+]
+
+SERVICES_GROUP = "services"
+#: The services asked beside Nova, through [nova]'s session: (option, what, catalog type).
+SERVICE_ENDPOINTS = (
+    ("placement_endpoint", "Placement", "placement"),
+    ("volume_endpoint", "Cinder", "block-storage"),
+    ("network_endpoint", "Neutron", "network"),
+)
+
+services_opts = [
+    cfg.URIOpt(
+        option,
+        schemes=["http", "https"],
+        help=f"Endpoint of {name}, asked through [nova]'s session and token. Default: the "
+        f"service catalog's ({catalog}) endpoint, with [nova]'s interface and region. "
+        + {
+            "Placement": "Placement's inventory and usages of this host are set beside what "
+            "the guests Nova does not manage here consume.",
+            "Cinder": "An orphan's disk that is a Cinder volume is looked up: attached to "
+            "another server, or available, it is a shared-volume danger.",
+            "Neutron": "An orphan's MAC addresses are looked up: a port of another server "
+            "with one of them is an address-conflict danger.",
+        }[name],
+    )
+    for option, name, catalog in SERVICE_ENDPOINTS
 ]
 
 DEFAULT_URI_TEMPLATE = "qemu+ssh://{host}/system"
@@ -356,6 +391,7 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("metrics", list(metrics_opts)),
         ("fleet", list(fleet_opts)),
         (NOVA_GROUP, nova_section),
+        (SERVICES_GROUP, list(services_opts)),
     ]
 
 
@@ -386,6 +422,7 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
         "metrics": list(metrics_opts),
         "fleet": list(fleet_opts),
         NOVA_GROUP: [*nova_opts, *_nova_ksa_opts(plugins=()), *nova_plugin_opts],
+        SERVICES_GROUP: list(services_opts),
     }
 
 
@@ -659,6 +696,7 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         brake_min_orphans=agent.brake_min_orphans,
         allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
         interval=float(agent.interval),
+        stop_shared_volume_at_once=agent.stop_shared_volume_at_once,
     )
 
 

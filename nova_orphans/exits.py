@@ -10,3 +10,6 @@ USAGE = 2
 FOUND = 3
 #: ``run --once``: the agent stopped or reaped something.
 ACTED = 4
+#: A finding's guest holds a Cinder volume another server is attached to, or that Cinder
+#: offers as available (danger shared-volume): worse than any other finding.
+SHARED_VOLUME = 5

@@ -7,13 +7,23 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from nova_orphans.core import identity
+from nova_orphans.core import cost, danger, identity
 from nova_orphans.core.classify import classify
 from nova_orphans.core.holds import Hold
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, NovaView, Selector
+from nova_orphans.core.model import (
+    ORPHAN_KINDS,
+    DangerKind,
+    Domain,
+    Finding,
+    Kind,
+    NovaView,
+    Selector,
+)
 from nova_orphans.observe import nova_nodes
+from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.errors import IdentityMismatch
 from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.placement import PlacementObserver
 
 
 class ObserveNova(Protocol):
@@ -36,6 +46,14 @@ class Hypervisor(Protocol):
 
 
 @dataclasses.dataclass(frozen=True)
+class Services:
+    """The services asked beside Nova: what orphans cost (Placement) and endanger."""
+
+    placement: PlacementObserver
+    dangers: DangerObserver
+
+
+@dataclasses.dataclass(frozen=True)
 class AuditReport:
     """The outcome of one audit of one host."""
 
@@ -51,6 +69,22 @@ class AuditReport:
     holds: Mapping[str, Hold] = dataclasses.field(default_factory=dict)
     #: Every domain read on the host (a fleet merge needs each UUID and its state).
     domains: tuple[Domain, ...] = ()
+    #: Placement's view of the host's provider; None when no services were asked.
+    placement: cost.PlacementAnswer | None = None
+
+    @property
+    def untracked(self) -> cost.Untracked:
+        """What the guests Nova does not manage here consume (Placement does not count it)."""
+        return cost.untracked(self.findings)
+
+    @property
+    def shared_volumes(self) -> int:
+        """Findings whose guest holds a volume another server may write: the worst there is."""
+        return sum(1 for f in self.findings if danger.worst(f.dangers) is DangerKind.SHARED_VOLUME)
+
+    def dangers(self, kind: DangerKind) -> int:
+        """How many findings carry a danger of ``kind``."""
+        return sum(1 for f in self.findings if any(d.kind is kind for d in f.dangers or ()))
 
     @property
     def has_orphans(self) -> bool:
@@ -86,6 +120,7 @@ def audit(
     deny: Selector | None = None,
     compute_id_dirs: Sequence[str] = (),
     observe_nova: ObserveNova | None = None,
+    services: Services | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -93,6 +128,8 @@ def audit(
     Changes nothing. NOTE: identity comes first: a view of the wrong host is
     never classified (docs/design.md rule 10). libvirt is read before Nova so
     that Nova's answer is never older than the domains it is compared with.
+    With ``services``, each orphan's dangers (Cinder, Neutron) and Placement's
+    view of the host are added; their failures never fail the audit.
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs)
     domains = hypervisor.list_domains()
@@ -101,7 +138,25 @@ def audit(
     denied = [d.uuid for d in domains if deny is not None and deny.covers(d)]
     view = (observe_nova or nova.observe)(host, [d.uuid for d in domains], denied)
     findings = classify(domains, view, deny)
+    placement = None
+    if services is not None:
+        facts = services.dangers.facts(findings)
+        findings = danger.with_dangers(findings, facts, host, view.servers_here.keys())
+        placement = services.placement.answer(node_name(verdict, host))
     nova_guests = sum(1 for d in domains if d.metadata is not None)
     return AuditReport(
-        host, now, findings, verdict, nova_guests, len(view.servers_here), domains=tuple(domains)
+        host,
+        now,
+        findings,
+        verdict,
+        nova_guests,
+        len(view.servers_here),
+        domains=tuple(domains),
+        placement=placement,
     )
+
+
+def node_name(verdict: identity.Verdict, host: str) -> str | None:
+    """The ``hypervisor_hostname`` of Nova's one compute node of ``host``: its provider's name."""
+    names = {n.hypervisor_hostname for n in verdict.nodes if n.host == host}
+    return names.pop() if len(names) == 1 else None

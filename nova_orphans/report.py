@@ -8,9 +8,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from nova_orphans.core import cost
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Domain, Finding, Kind
+from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, Usage
 from nova_orphans.pipeline import AuditReport
 from nova_orphans.version import tool_version
 
@@ -43,6 +44,47 @@ def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]
         "disks": [vars(d) for d in domain.disks] if domain else [],
         "interfaces": [vars(i) for i in domain.interfaces] if domain else [],
         "hold": {"since": hold.since.isoformat(), "reason": hold.reason} if hold else None,
+        "usage": usage_record(domain.usage) if domain else None,
+        "dangers": [danger_record(d) for d in finding.dangers]
+        if finding.dangers is not None
+        else None,
+    }
+
+
+def usage_record(usage: Usage) -> dict[str, Any]:
+    """What a guest consumes (null: libvirt did not say)."""
+    return dataclasses.asdict(usage)
+
+
+def danger_record(danger: Danger) -> dict[str, Any]:
+    """One danger as plain JSON-ready data."""
+    return {
+        "danger": danger.kind.value,
+        "subject": danger.subject,
+        "detail": danger.detail,
+        "other_server": danger.other_server,
+        "port": danger.port,
+        "fixed_ips": list(danger.fixed_ips),
+    }
+
+
+def cost_record(total: cost.Untracked, placement: cost.PlacementAnswer | None) -> dict[str, Any]:
+    """The host's untracked totals beside Placement's view (null: Placement not asked)."""
+    provider = placement.provider if placement else None
+    return {
+        "untracked": dataclasses.asdict(total)
+        | {"unmeasured": list(total.unmeasured), "incomplete": list(total.incomplete)},
+        "placement": None
+        if placement is None
+        else {
+            "provider": provider.name if provider else None,
+            "uuid": provider.uuid if provider else None,
+            "error": placement.error,
+            "resources": {rc: dataclasses.asdict(r) for rc, r in provider.resources.items()}
+            if provider
+            else {},
+        },
+        "summary": cost.comparison(total, placement) if placement else [],
     }
 
 
@@ -74,6 +116,9 @@ def render_json(report: AuditReport) -> str:
             "identity": identity_record(report.identity),
             "findings": [finding_record(f, report.holds.get(f.uuid)) for f in report.findings],
             "domains": [domain_record(d) for d in report.domains],
+            "cost": cost_record(report.untracked, report.placement),
+            "shared_volume": report.shared_volumes > 0,
+            "dangers": {k.value: report.dangers(k) for k in DangerKind},
         },
         report.findings,
     )
@@ -101,7 +146,36 @@ def render_table(report: AuditReport) -> str:
         "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in [COLUMNS, *rows]
     ]
-    return "\n".join([*(lines if rows else []), report.identity.reason, _summary(report)])
+    return "\n".join(
+        [
+            *(lines if rows else []),
+            *danger_lines(report.findings),
+            report.identity.reason,
+            _summary(report),
+            *cost_lines(report.untracked, report.placement),
+        ]
+    )
+
+
+def danger_lines(findings: Sequence[Finding]) -> list[str]:
+    """One line per danger: ``DANGER shared-volume <uuid> (<name>): <detail>``."""
+    return [
+        f"DANGER {d.kind.value} {f.uuid} ({f.name}): {d.detail}"
+        for f in findings
+        for d in f.dangers or ()
+    ]
+
+
+def cost_lines(total: cost.Untracked, placement: cost.PlacementAnswer | None) -> list[str]:
+    """What the non-managed guests consume, and Placement's view beside it."""
+    line = (
+        f"untracked: {total.guests} guests Nova does not manage here use {total.vcpus} vCPUs, "
+        f"{total.memory_bytes / cost.GIB:.1f} GiB memory, "
+        f"{total.disk_bytes / cost.GIB:.1f} GiB disk"
+    )
+    if total.unmeasured:
+        line += f" (at least: libvirt did not measure {len(total.unmeasured)} of them)"
+    return [line, *(cost.comparison(total, placement) if placement else [])]
 
 
 def _summary(report: AuditReport) -> str:

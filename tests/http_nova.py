@@ -10,6 +10,7 @@ import contextlib
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +19,27 @@ from nova_orphans.demo.simnova import SimulatedNova
 ISSUED_TOKEN = "gAAAAissued-token-0123456789"
 
 
-def token_body(nova_url: str) -> dict[str, Any]:
-    """A Keystone v3 token whose catalog names ``nova_url`` as the compute endpoint."""
+def _entry(service_type: str, url: str) -> dict[str, Any]:
+    return {
+        "type": service_type,
+        "name": service_type,
+        "id": f"c-{service_type}",
+        "endpoints": [
+            {
+                "id": f"e-{service_type}-{i}",
+                "interface": i,
+                "region": "RegionOne",
+                "region_id": "RegionOne",
+                "url": url,
+            }
+            for i in ("public", "internal", "admin")
+        ],
+    }
+
+
+def token_body(nova_url: str, others: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Keystone v3 token whose catalog names ``nova_url`` as the compute endpoint
+    (and ``others``: more services, catalog type to URL)."""
     domain = {"id": "default", "name": "Default"}
     return {
         "token": {
@@ -30,30 +50,26 @@ def token_body(nova_url: str) -> dict[str, Any]:
             "project": {"id": "p1", "name": "service", "domain": domain},
             "roles": [{"id": "r1", "name": "reader"}],
             "catalog": [
-                {
-                    "type": "compute",
-                    "name": "nova",
-                    "id": "c1",
-                    "endpoints": [
-                        {
-                            "id": f"e-{i}",
-                            "interface": i,
-                            "region": "RegionOne",
-                            "region_id": "RegionOne",
-                            "url": nova_url,
-                        }
-                        for i in ("public", "internal", "admin")
-                    ],
-                }
+                _entry("compute", nova_url),
+                *(_entry(t, url) for t, url in (others or {}).items()),
             ],
         }
     }
 
 
 class Cloud:
-    """A served SimulatedNova (``url``) and Keystone (``auth_url``)."""
+    """A served SimulatedNova (``url``) and Keystone (``auth_url``), and more services.
+
+    ``services``: catalog type -> a simulated service (``get(path)``), served under
+    ``/<type>``; ``in_catalog`` the types the token's catalog names; ``delay`` seconds
+    each answer of a service waits (a timeout).
+    """
 
     def __init__(self, nova: SimulatedNova, password: str, admin_token: str) -> None:
+        self.services: dict[str, Any] = {}
+        self.in_catalog: set[str] = set()
+        self.delay: dict[str, float] = {}
+        self.base = ""
         self.nova = nova
         self.password = password
         self.accepted = {admin_token, ISSUED_TOKEN}
@@ -85,7 +101,8 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
             user = request["auth"]["identity"].get("password", {}).get("user", {})
             if user.get("password") != cloud.password:
                 return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
-            self._send(201, token_body(cloud.url), {"X-Subject-Token": ISSUED_TOKEN})
+            others = {t: f"{cloud.base}/{t}" for t in sorted(cloud.in_catalog)}
+            self._send(201, token_body(cloud.url, others), {"X-Subject-Token": ISSUED_TOKEN})
 
         def do_GET(self) -> None:
             if self.path.startswith("/identity"):
@@ -103,6 +120,13 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
                 )
             token = self.headers.get("X-Auth-Token", "")
             cloud.tokens_seen.append(token)
+            kind, _, rest = self.path[1:].partition("/")
+            if kind in cloud.services:
+                if token not in cloud.accepted:
+                    return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
+                time.sleep(cloud.delay.get(kind, 0))
+                status, body = cloud.services[kind].get("/" + rest)
+                return self._send(status, body)
             if not self.path.startswith("/v2.1"):
                 return self._send(404, {"error": {"code": 404}})
             if token not in cloud.accepted:
@@ -120,6 +144,7 @@ def serve(nova: SimulatedNova, password: str, admin_token: str) -> Iterator[Clou
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(cloud))
     base = f"http://127.0.0.1:{server.server_address[1]}"
     cloud.url, cloud.auth_url = f"{base}/v2.1", f"{base}/identity/v3"
+    cloud.base = base
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

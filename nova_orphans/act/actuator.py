@@ -16,10 +16,11 @@ from typing import Protocol
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.act.manifest import Manifest
 from nova_orphans.core.classify import classify
+from nova_orphans.core.danger import worst
 from nova_orphans.core.decide import Decision, Plan
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.leftovers import leftovers as core_leftovers
-from nova_orphans.core.model import Domain, Finding, Kind, NovaView, Selector
+from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.core.policy import STOP_TIMEOUT, Step
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
@@ -40,6 +41,9 @@ class FreshLook(Protocol):
 
     def nova(self, uuid: str) -> NovaView:
         """Nova's record and migrations of this UUID now, as a one-guest view."""
+
+    def dangers(self, finding: Finding) -> tuple[Danger, ...]:
+        """The finding's dangers now (Cinder and Neutron asked afresh)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +96,8 @@ class Actuator:
         assert decision.step is not None
         finding = decision.finding
         changed = self._changed_since(finding)
+        if not changed and decision.at_once:
+            changed = self._danger_gone(finding)
         if changed:
             self._journal.forget(finding.uuid)
             return self._record(decision, "skipped", f"re-verification: {changed}")
@@ -128,6 +134,19 @@ class Actuator:
             now = fresh[0].kind.value if fresh else "managed by Nova"
             return f"it is now {now}, not {finding.kind.value}"
         return None
+
+    def _danger_gone(self, finding: Finding) -> str | None:
+        """Why a stop at once no longer holds: Cinder no longer shows the shared volume.
+
+        NOTE: docs/design.md rule 18: the wait is skipped only while Cinder says the
+        volume is another server's (or available); a danger Cinder cannot confirm now
+        (unknown) is no reason to skip it.
+        """
+        dangers = self._look.dangers(finding)
+        if worst(dangers) is DangerKind.SHARED_VOLUME:
+            return None
+        why = "; ".join(d.detail for d in dangers if d.kind is DangerKind.UNKNOWN)
+        return "the shared-volume danger is gone" + (f" ({why})" if why else "")
 
     def _perform(self, decision: Decision) -> str:
         uuid = decision.finding.uuid

@@ -17,7 +17,13 @@ from oslo_config import cfg
 from nova_orphans import conf as config
 from nova_orphans.act.effects import EffectError
 from nova_orphans.cli import agent, audit, common, files, fleet, journal
-from nova_orphans.cli.common import EXIT_ERROR, EXIT_FOUND, EXIT_OK, EXIT_USAGE  # noqa: F401
+from nova_orphans.cli.common import (  # noqa: F401
+    EXIT_ERROR,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_SHARED_VOLUME,
+    EXIT_USAGE,
+)
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import JournalError, QuarantineBusy
 from nova_orphans.version import tool_version

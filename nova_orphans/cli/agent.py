@@ -21,7 +21,7 @@ from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import common
-from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
@@ -116,7 +116,8 @@ def build_agent(
     policy = config.policy(conf)
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)
-    nova = NovaObserver(transport_from_conf(conf))
+    transport = transport_from_conf(conf)
+    nova = NovaObserver(transport)
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     # NOTE: the lock comes before the journal is read or written: a second agent
@@ -134,6 +135,7 @@ def build_agent(
         instances_path=settings.instances_path,
         compute_id_dirs=settings.compute_id_dirs,
         deny=settings.deny,
+        services=services_from_conf(conf, transport),
         dry_run=dry_run,
         live_journal_path=paths.journal if dry_run else None,
         stop_timeout=float(conf.agent.stop_timeout),

@@ -12,10 +12,14 @@ from nova_orphans import conf as config
 from nova_orphans import pipeline, report
 from nova_orphans.cli import common
 from nova_orphans.core.holds import Hold
+from nova_orphans.core.model import DangerKind
+from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransport
 from nova_orphans.observe.nova_session import transport_from_conf as _transport
+from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.observe.services import KeystoneClient, sibling
 from nova_orphans.record.journal import Journal
 
 
@@ -40,13 +44,34 @@ def transport_from_conf(conf: Any) -> KeystoneTransport:
         raise config.ConfigError(str(exc)) from exc
 
 
+def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
+    """Placement, Cinder and Neutron on Nova's session: ``[services]`` endpoints or the catalog.
+
+    NOTE: a transport without a keystoneauth session (a simulated Nova) has no
+    session to share: then no other service is asked.
+    """
+    if not isinstance(transport, KeystoneTransport):
+        return None
+    clients = {
+        name: KeystoneClient(
+            sibling(transport.adapter, catalog, conf[config.SERVICES_GROUP][option]), name
+        )
+        for option, name, catalog in config.SERVICE_ENDPOINTS
+    }
+    return pipeline.Services(
+        PlacementObserver(clients["Placement"]),
+        DangerObserver(clients["Cinder"], clients["Neutron"]),
+    )
+
+
 def run_audit(args: argparse.Namespace) -> int:
     """One read-only audit of this host."""
     conf = common.load_conf(args)
     settings = config.host_settings(
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
-    nova = NovaObserver(transport_from_conf(conf))
+    transport = transport_from_conf(conf)
+    nova = NovaObserver(transport)
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
         result = pipeline.audit(
             hypervisor,
@@ -55,6 +80,7 @@ def run_audit(args: argparse.Namespace) -> int:
             common.now(),
             settings.deny,
             settings.compute_id_dirs,
+            services=services_from_conf(conf, transport),
         )
     return show(dataclasses.replace(result, holds=_holds(conf)), args.format)
 
@@ -81,19 +107,38 @@ def run_demo(args: argparse.Namespace) -> int:
             # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
             nova = NovaObserver(demo.nova, retry=lambda call: call())
             result = pipeline.audit(
-                hypervisor, nova, demo.host, demo.now, compute_id_dirs=(str(demo.state_path),)
+                hypervisor,
+                nova,
+                demo.host,
+                demo.now,
+                compute_id_dirs=(str(demo.state_path),),
+                services=demo.services,
             )
     return show(result, args.format)
 
 
 def show(result: pipeline.AuditReport, fmt: str) -> int:
-    """Print the report; exit 3 when it holds orphans, else 0.
+    """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
+    orphans, else 0.
 
     NOTE: a view whose identity no check could prove is still reported (the
     classification helps the operator), under one warning line on stderr: never
-    a silent pass. A mismatch never gets here: it is an error (exit 1).
+    a silent pass. A mismatch never gets here: it is an error (exit 1). Likewise a
+    danger check Cinder or Neutron could not answer is one warning line, and its
+    findings' danger is ``unknown``, never "none".
     """
     if not result.identity.verified:
         print(f"nova-orphans: warning: {result.identity.reason}", file=sys.stderr)
+    unknown = {
+        d.detail for f in result.findings for d in f.dangers or () if d.kind is DangerKind.UNKNOWN
+    }
+    if unknown:
+        print(
+            f"nova-orphans: warning: danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
+            f"findings: {'; '.join(sorted(unknown))}",
+            file=sys.stderr,
+        )
     print(report.render_json(result) if fmt == "json" else report.render_table(result))
+    if result.shared_volumes:
+        return common.EXIT_SHARED_VOLUME
     return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK

@@ -18,12 +18,13 @@ from nova_orphans.version import tool_version
 
 LOG = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED = (
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED, EXIT_SHARED_VOLUME = (
     exits.OK,
     exits.ERROR,
     exits.USAGE,
     exits.FOUND,
     exits.ACTED,
+    exits.SHARED_VOLUME,
 )
 
 

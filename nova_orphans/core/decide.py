@@ -11,9 +11,10 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
+from nova_orphans.core.danger import worst
 from nova_orphans.core.holds import Hold, held_why
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import ACTIONABLE_KINDS, Finding, Kind
+from nova_orphans.core.model import ACTIONABLE_KINDS, DangerKind, Finding, Kind
 from nova_orphans.core.policy import Action, Policy, Step
 from nova_orphans.core.sightings import Sighting
 
@@ -26,6 +27,9 @@ class Decision:
     action: Action
     step: Step | None
     why: str
+    #: A stop that skipped the wait for a shared-volume danger (docs/design.md rule 18):
+    #: the actuator re-reads Cinder before it and refuses when the danger is gone.
+    at_once: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +78,7 @@ def decide(
         if decision.step is not None and brake:
             decision = dataclasses.replace(decision, step=None, why=f"brake: {brake}")
         (due if decision.step is not None else decisions).append(decision)
-    due.sort(key=lambda d: (_first_seen(d, sightings), d.finding.uuid))
+    due.sort(key=lambda d: (not d.at_once, _first_seen(d, sightings), d.finding.uuid))
     for rank, decision in enumerate(due):
         if rank >= policy.max_actions_per_cycle:
             decision = dataclasses.replace(
@@ -140,6 +144,9 @@ def _decide_one(
     def wait(why: str) -> Decision:
         return Decision(finding, action, None, why)
 
+    at_once = _stop_at_once(finding, sighting, policy, action)
+    if at_once is not None:
+        return at_once
     if action is Action.LOG:
         return wait(
             "log only"
@@ -187,6 +194,44 @@ def _decide_one(
             f"(reap_delay: {cycles} cycles seen stopped)"
         )
     return Decision(finding, action, Step.REAP, "reap: stopped for reap_delay")
+
+
+def _stop_at_once(
+    finding: Finding, sighting: Sighting | None, policy: Policy, action: Action
+) -> Decision | None:
+    """A stop without grace or sightings for a running ``deleted`` guest endangering a
+    shared volume, when the operator opted in; None: decide as for any other guest.
+
+    NOTE: docs/design.md rule 18: only this kind and this danger, only a stop, and
+    every guard but the wait still holds (hold, brakes and cap are applied by the caller).
+    """
+    if not (
+        policy.stop_shared_volume_at_once
+        and finding.kind is Kind.DELETED
+        and worst(finding.dangers) is DangerKind.SHARED_VOLUME
+    ):
+        return None
+    domain = finding.domain
+    if domain is None or sighting is None or not domain.is_active:
+        return None
+    stop = Action.STOP if action is Action.LOG else action
+
+    def wait(why: str) -> Decision:
+        return Decision(finding, stop, None, why)
+
+    if not domain.persistent:
+        return wait("transient domain: never stopped or reaped")
+    if not policy.allow.empty and not policy.allow.covers(domain):
+        return wait("not in the allow list")
+    if domain.job_active:
+        return wait("a libvirt job is running on the domain")
+    return Decision(
+        finding,
+        stop,
+        Step.STOP,
+        "shared-volume: stop at once (stop_shared_volume_at_once), no grace",
+        at_once=True,
+    )
 
 
 def _grace_start(finding: Finding, sighting: Sighting) -> datetime.datetime:

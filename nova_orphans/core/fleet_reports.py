@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from nova_orphans.core.classify import MIGRATION_IN_PROGRESS
 from nova_orphans.core.fleet import RUNNING_STATES
-from nova_orphans.core.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server
+from nova_orphans.core.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server, Usage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +52,8 @@ class ReportedFinding:
     name: str
     kind: Kind
     reason: str
+    #: What the guest consumed when the report was written (None: the report does not say).
+    usage: Usage | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,7 +44,8 @@ class Disk:
     """One ``<disk>`` of the domain XML.
 
     ``source_type`` is libvirt's disk type (file, block, network, volume);
-    ``source`` is the path, device, or ``protocol:name`` of a network disk.
+    ``source`` is the path, device, or ``protocol:name`` of a network disk;
+    ``serial`` is the disk's ``<serial>`` (Nova writes a Cinder volume's id there).
     """
 
     target: str
@@ -52,6 +53,7 @@ class Disk:
     source_type: str
     source: str | None
     protocol: str | None = None
+    serial: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +64,21 @@ class Interface:
     mac: str | None
     target_dev: str | None
     source: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """What a domain consumes on the host, from the scan's bulk libvirt call (None: not told).
+
+    ``memory_bytes`` is the balloon's current size (what the guest holds now);
+    ``disk_bytes`` the bytes its disks have allocated on this host; ``cpu_seconds``
+    the CPU time it has used since it started.
+    """
+
+    vcpus: int | None = None
+    memory_bytes: int | None = None
+    disk_bytes: int | None = None
+    cpu_seconds: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +99,7 @@ class Domain:
     metadata_error: str | None = None
     disks: tuple[Disk, ...] = ()
     interfaces: tuple[Interface, ...] = ()
+    usage: Usage = dataclasses.field(default_factory=Usage)
 
     @property
     def is_active(self) -> bool:
@@ -200,6 +218,28 @@ ORPHAN_KINDS = frozenset({Kind.SPLIT_BRAIN, Kind.DELETED, Kind.UNKNOWN, Kind.MIS
 ACTIONABLE_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
 
 
+class DangerKind(str, enum.Enum):
+    """What an orphan endangers; the order is the urgency."""
+
+    SHARED_VOLUME = "shared-volume"
+    ADDRESS_CONFLICT = "address-conflict"
+    UNKNOWN = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Danger:
+    """One danger of one finding, with the evidence an operator needs."""
+
+    kind: DangerKind
+    #: The volume id, or the MAC address, concerned (for ``unknown``: the check).
+    subject: str
+    detail: str
+    #: The server that holds the volume or the port, when one does.
+    other_server: str | None = None
+    port: str | None = None
+    fixed_ips: tuple[str, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One guest (or missing guest) that is not plainly managed by Nova on this host."""
@@ -210,3 +250,6 @@ class Finding:
     reason: str
     domain: Domain | None
     server: Server | None
+    #: What the guest can break now (``core/danger.py``), the worst first; None when
+    #: its dangers were not looked for (not an orphan with a domain, or no services asked).
+    dangers: tuple[Danger, ...] | None = None

@@ -60,6 +60,9 @@ class Policy:
     #: need as many cycles as they imply as well as the wall-clock delay (docs/design.md
     #: rule 15), and a sighting less than half of it after the previous one does not count.
     interval: float = 600.0
+    #: Stop a ``deleted`` guest with a shared-volume danger at once: no grace, no
+    #: sightings (docs/design.md rule 18). Off by default.
+    stop_shared_volume_at_once: bool = False
 
     def cycles_for(self, seconds: float) -> int:
         """The agent cycles a delay of ``seconds`` implies: ceil(seconds / interval), at least 0.

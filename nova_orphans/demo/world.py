@@ -14,8 +14,12 @@ import pathlib
 import tempfile
 from xml.sax.saxutils import escape, quoteattr
 
+from nova_orphans import pipeline
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.observe.dangers import DangerObserver
+from nova_orphans.observe.placement import PlacementObserver
 
 HOST = "compute-1"
 OTHER_HOST = "compute-2"
@@ -60,6 +64,11 @@ GUESTS = (
 _BY_NAME = {g.name: g for g in GUESTS}
 #: A server elsewhere, so the cloud is not only compute-1.
 _BYSTANDER = "88888888-8888-4888-8888-888888888888"
+#: db-old's data volume: after the local delete Cinder attached it to web-2 on compute-2,
+#: while db-old's guest still runs with it (a shared-volume danger).
+SHARED_VOLUME = "99999999-9999-4999-8999-999999999999"
+#: The port Neutron gave web-2 later, with batch-7's MAC (an address-conflict danger).
+REUSED_PORT = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +82,16 @@ class DemoWorld:
     guests: tuple[Guest, ...]
     #: compute-1's nova-compute state_path: its compute_id names Nova's node of compute-1.
     state_path: pathlib.Path
+    placement: SimPlacement = dataclasses.field(default_factory=SimPlacement)
+    cinder: SimCinder = dataclasses.field(default_factory=SimCinder)
+    neutron: SimNeutron = dataclasses.field(default_factory=SimNeutron)
+
+    @property
+    def services(self) -> pipeline.Services:
+        """Placement, Cinder and Neutron of the demo cloud, as the audit asks them."""
+        return pipeline.Services(
+            PlacementObserver(self.placement), DangerObserver(self.cinder, self.neutron)
+        )
 
     @property
     def libvirt_uri(self) -> str:
@@ -99,7 +118,34 @@ def build(directory: str | os.PathLike[str] | None = None) -> DemoWorld:
     # NOTE: Nova's fake driver read through libvirt's test driver has no hypervisor to
     # compare; the compute_id nova-compute would have written ties the demo to compute-1.
     (folder / "compute_id").write_text(nova.computes[HOST].node_uuid, encoding="utf-8")
-    return DemoWorld(nova, node_xml, HOST, NOW, GUESTS, folder.resolve())
+    return DemoWorld(nova, node_xml, HOST, NOW, GUESTS, folder.resolve(), *_services(nova))
+
+
+def _services(nova: SimulatedNova) -> tuple[SimPlacement, SimCinder, SimNeutron]:
+    """What Placement, Cinder and Neutron say after compute-1's troubles."""
+    placement = SimPlacement()
+    # NOTE: Placement still counts web-1, the soft-deleted build-agent and the lost
+    # cache-2 (512 MiB, 1 vCPU, 1 GB each); the local deletes released the others.
+    placement.add_provider(
+        HOST,
+        nova.computes[HOST].node_uuid,
+        {
+            "VCPU": {"total": 4, "reserved": 0, "allocation_ratio": 4.0},
+            "MEMORY_MB": {"total": 4096, "reserved": 512, "allocation_ratio": 1.0},
+            "DISK_GB": {"total": 100, "reserved": 0, "allocation_ratio": 1.0},
+        },
+        {"VCPU": 3, "MEMORY_MB": 1536, "DISK_GB": 3},
+    )
+    cinder = SimCinder()
+    cinder.add_volume(SHARED_VOLUME, "in-use", ((_BYSTANDER, OTHER_HOST),))
+    neutron = SimNeutron()
+    batch = _BY_NAME["batch-7"]
+    neutron.add_port(REUSED_PORT, _mac(batch), _BYSTANDER, ("10.0.0.23",), OTHER_HOST)
+    return placement, cinder, neutron
+
+
+def _mac(guest: Guest) -> str:
+    return f"fa:16:3e:00:00:{GUESTS.index(guest) + 1:02x}"
 
 
 def _build_nova() -> tuple[SimulatedNova, dict[str, str]]:
@@ -135,7 +181,6 @@ def node_xml_text(domain_names: dict[str, str]) -> str:
 
 
 def _domain_xml(guest: Guest, domain_name: str) -> str:
-    n = GUESTS.index(guest) + 1
     disk = f"/var/lib/nova/instances/{guest.uuid}/disk"
     return f"""\
 <domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>
@@ -151,8 +196,9 @@ def _domain_xml(guest: Guest, domain_name: str) -> str:
       <source file={quoteattr(disk)}/>
       <target dev='vda' bus='virtio'/>
     </disk>
+{_volume_xml(guest)}\
     <interface type='bridge'>
-      <mac address='fa:16:3e:00:00:{n:02x}'/>
+      <mac address={quoteattr(_mac(guest))}/>
       <source bridge='br-int'/>
       <virtualport type='openvswitch'/>
       <target dev='tap{guest.uuid[:11]}'/>
@@ -161,6 +207,19 @@ def _domain_xml(guest: Guest, domain_name: str) -> str:
   </devices>
   <test:runstate>{guest.domain_state}</test:runstate>
 </domain>
+"""
+
+
+def _volume_xml(guest: Guest) -> str:
+    """db-old's data volume (RBD, as Nova attaches a Cinder volume: its id as serial)."""
+    if guest.name != "db-old":
+        return ""
+    return f"""\
+    <disk type='network' device='disk'>
+      <source protocol='rbd' name='volumes/volume-{SHARED_VOLUME}'/>
+      <target dev='vdb' bus='virtio'/>
+      <serial>{SHARED_VOLUME}</serial>
+    </disk>
 """
 
 

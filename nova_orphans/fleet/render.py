@@ -11,6 +11,7 @@ import collections
 from typing import Any
 
 from nova_orphans import report
+from nova_orphans.core import cost
 from nova_orphans.core import leftovers as host_side
 from nova_orphans.core.model import Finding, Kind
 from nova_orphans.fleet.audit import FleetReport, HostReport
@@ -66,7 +67,53 @@ def _summary_record(fleet: FleetReport) -> dict[str, Any]:
         "unknown_to_nova": [h.host for h in fleet.hosts if not h.known_to_nova],
         "findings": {k.value: fleet.count(k) for k in Kind if fleet.count(k)},
         "nova_requests": fleet.nova_requests,
+        "untracked": untracked_record(cost.total(u for _, u in _ranking(fleet))),
+        "untracked_by_host": [
+            {"host": host, **untracked_record(totals)} for host, totals in _ranking(fleet)
+        ],
     }
+
+
+def _ranking(fleet: FleetReport) -> list[tuple[str, cost.Untracked]]:
+    """The audited hosts, the one holding the most memory Placement does not count first."""
+    return cost.ranked(
+        {h.host: cost.untracked(h.findings) for h in fleet.hosts if h.findings is not None}
+    )
+
+
+def untracked_record(totals: cost.Untracked) -> dict[str, Any]:
+    """A host's (or the fleet's) untracked totals as JSON-ready data."""
+    return {
+        "guests": totals.guests,
+        "vcpus": totals.vcpus,
+        "memory_bytes": totals.memory_bytes,
+        "disk_bytes": totals.disk_bytes,
+        "unmeasured": len(totals.unmeasured),
+    }
+
+
+def untracked_lines(fleet: FleetReport) -> list[str]:
+    """The fleet's untracked totals, then one line per host holding any, most memory first."""
+    return ranking_lines(_ranking(fleet))
+
+
+def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
+    """The untracked totals of ``ranked`` hosts, then one line per host holding any."""
+    ranking = [(h, u) for h, u in ranked if u.guests]
+    whole = cost.total(u for _, u in ranking)
+    lines = [
+        f"untracked: {whole.guests} guests Nova does not manage use {whole.vcpus} vCPUs, "
+        f"{whole.memory_bytes / cost.GIB:.1f} GiB memory, {whole.disk_bytes / cost.GIB:.1f} "
+        "GiB disk Placement does not count; by host, most memory first:"
+        if ranking
+        else "untracked: no guests Nova does not manage"
+    ]
+    lines += [
+        f"  {host}: {u.memory_bytes / cost.GIB:.1f} GiB memory, {u.vcpus} vCPUs, "
+        f"{u.disk_bytes / cost.GIB:.1f} GiB disk ({u.guests} guests)"
+        for host, u in ranking
+    ]
+    return lines
 
 
 def render_table(fleet: FleetReport) -> str:
@@ -81,6 +128,7 @@ def render_table(fleet: FleetReport) -> str:
         if host.findings:
             lines.append("  " + _aligned(report.COLUMNS, widths))
             lines.extend(_finding_lines(f, widths, fleet.instances_path) for f in host.findings)
+    lines.extend(untracked_lines(fleet))
     lines.append(summary(fleet))
     return "\n".join(lines)
 

@@ -6,8 +6,10 @@ import collections
 import json
 from typing import Any
 
+from nova_orphans.core import cost
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
+from nova_orphans.fleet import render
 
 
 def render_json(fleet: MergedFleet) -> str:
@@ -53,7 +55,10 @@ def _host(host: HostStanding) -> dict[str, Any]:
         },
         "notes": list(host.notes),
         # NOTE: only a trusted report's findings are shown as findings.
-        "findings": [vars(f) | {"kind": f.kind.value} for f in report.findings]
+        "findings": [
+            vars(f) | {"kind": f.kind.value, "usage": vars(f.usage) if f.usage else None}
+            for f in report.findings
+        ]
         if host.trusted and report is not None
         else None,
     }
@@ -77,7 +82,22 @@ def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
         "duplicates": len(fleet.duplicates),
         "findings": {k.value: n for k, n in _kinds(fleet).items()},
         "nova_requests": fleet.nova_requests,
+        "untracked": render.untracked_record(cost.total(u for _, u in _ranking(fleet))),
+        "untracked_by_host": [
+            {"host": host, **render.untracked_record(totals)} for host, totals in _ranking(fleet)
+        ],
     }
+
+
+def _ranking(fleet: MergedFleet) -> list[tuple[str, cost.Untracked]]:
+    """The trusted hosts, the one whose report shows the most untracked memory first."""
+    return cost.ranked(
+        {
+            h.host: cost.untracked_usages((f.uuid, f.kind, f.usage) for f in h.findings)
+            for h in fleet.hosts
+            if h.trusted
+        }
+    )
 
 
 def render_table(fleet: MergedFleet) -> str:
@@ -90,6 +110,7 @@ def render_table(fleet: MergedFleet) -> str:
         lines += [f"    note: {n}" for n in host.notes]
         lines += [f"  {f.kind.value}  {f.uuid}  {f.name}  {f.reason}" for f in host.findings]
     lines += [f"UNREADABLE {b.source}: {b.reason}" for b in fleet.unattributed]
+    lines += render.ranking_lines(_ranking(fleet))
     lines.append(summary(fleet))
     return "\n".join(lines)
 

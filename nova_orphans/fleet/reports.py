@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from nova_orphans.core.fleet_reports import BadReport, PerHostReport, ReportedFinding, SeenDomain
-from nova_orphans.core.model import DomainState, Kind
+from nova_orphans.core.model import DomainState, Kind, Usage
 
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
 READABLE_SCHEMAS = (None, 1)
@@ -150,9 +150,28 @@ def _domain(item: Any, index: int) -> SeenDomain:
 def _finding(item: Any, index: int) -> ReportedFinding:
     uuid, name, kind, reason = _fields(item, f"findings[{index}]", "uuid", "name", "kind", "reason")
     try:
-        return ReportedFinding(uuid, name, Kind(kind), reason)
+        return ReportedFinding(uuid, name, Kind(kind), reason, _usage(item.get("usage")))
     except ValueError:
         raise ValueError(f"findings[{index}]: unknown kind {kind!r}") from None
+
+
+def _usage(item: Any) -> Usage | None:
+    """A finding's ``usage`` (reports of older versions have none); a wrong number is None."""
+    if not isinstance(item, dict):
+        return None
+
+    def number(key: str) -> Any:
+        value = item.get(key)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        return value if ok else None
+
+    vcpus, memory, disk = (number(k) for k in ("vcpus", "memory_bytes", "disk_bytes"))
+    return Usage(
+        vcpus=int(vcpus) if vcpus is not None else None,
+        memory_bytes=int(memory) if memory is not None else None,
+        disk_bytes=int(disk) if disk is not None else None,
+        cpu_seconds=number("cpu_seconds"),
+    )
 
 
 def _fields(item: Any, where: str, *keys: str) -> list[str]:

@@ -8,6 +8,7 @@ a ``MetadataError`` whose message is one readable line.
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 
 from nova_orphans.core import model
@@ -38,10 +39,34 @@ class MetadataError(ValueError):
     """The ``<nova:instance>`` element is unreadable; the message says why."""
 
 
-def parse_devices(
-    domain_xml: str,
-) -> tuple[tuple[model.Disk, ...], tuple[model.Interface, ...]]:
-    """Return the disks and interfaces of a ``<domain>`` XML document, in document order."""
+#: Bytes per unit of libvirt's memory elements (``<currentMemory unit=...>``).
+_MEMORY_UNITS = {
+    **dict.fromkeys(("b", "bytes"), 1),
+    **dict.fromkeys(("KB",), 1000),
+    **dict.fromkeys(("k", "KiB"), 1024),
+    **dict.fromkeys(("MB",), 1000**2),
+    **dict.fromkeys(("M", "MiB"), 1024**2),
+    **dict.fromkeys(("GB",), 1000**3),
+    **dict.fromkeys(("G", "GiB"), 1024**3),
+    **dict.fromkeys(("TB",), 1000**4),
+    **dict.fromkeys(("T", "TiB"), 1024**4),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedDomain:
+    """What the domain XML says: devices, and the sizing the scan's stats may lack."""
+
+    disks: tuple[model.Disk, ...]
+    interfaces: tuple[model.Interface, ...]
+    #: ``<vcpu current=...>`` (else the element's text).
+    vcpus: int | None
+    #: ``<currentMemory>`` in bytes: the balloon's target.
+    memory_bytes: int | None
+
+
+def parse_domain(domain_xml: str) -> ParsedDomain:
+    """Parse a ``<domain>`` XML document: its disks and interfaces in document order, its sizing."""
     try:
         root = ET.fromstring(domain_xml)
     except ET.ParseError as err:
@@ -49,11 +74,41 @@ def parse_devices(
     if root.tag != "domain":
         raise DomainXMLError(f"domain XML root is <{root.tag}>, expected <domain>")
     devices = root.find("devices")
-    if devices is None:
-        return (), ()
-    disks = tuple(_disk(el) for el in devices.iterfind("disk"))
-    interfaces = tuple(_interface(el) for el in devices.iterfind("interface"))
-    return disks, interfaces
+    disks = tuple(_disk(el) for el in devices.iterfind("disk")) if devices is not None else ()
+    interfaces = (
+        tuple(_interface(el) for el in devices.iterfind("interface")) if devices is not None else ()
+    )
+    return ParsedDomain(disks, interfaces, _vcpus(root), _memory(root.find("currentMemory")))
+
+
+def parse_devices(
+    domain_xml: str,
+) -> tuple[tuple[model.Disk, ...], tuple[model.Interface, ...]]:
+    """Return the disks and interfaces of a ``<domain>`` XML document, in document order."""
+    parsed = parse_domain(domain_xml)
+    return parsed.disks, parsed.interfaces
+
+
+def _vcpus(root: ET.Element) -> int | None:
+    el = root.find("vcpu")
+    if el is None:
+        return None
+    return _int(el.get("current")) or _int(el.text)
+
+
+def _memory(el: ET.Element | None) -> int | None:
+    if el is None:
+        return None
+    amount = _int(el.text)
+    factor = _MEMORY_UNITS.get(el.get("unit", "KiB"))
+    return amount * factor if amount is not None and factor else None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text.strip()) if text else None
+    except ValueError:
+        return None
 
 
 def _disk(el: ET.Element) -> model.Disk:
@@ -67,6 +122,7 @@ def _disk(el: ET.Element) -> model.Disk:
         source_type=source_type,
         source=_disk_source(source_type, source),
         protocol=protocol,
+        serial=_text(el.find("serial")),
     )
 
 

@@ -33,6 +33,11 @@ class KeystoneTransport:
         #: Nova's clock: the HTTP Date of the last answer (None when it had none).
         self.date: datetime.datetime | None = None
 
+    @property
+    def adapter(self) -> ks_adapter.Adapter:
+        """The compute adapter: its session, interface and region serve the other services."""
+        return self._adapter
+
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` on the compute endpoint at our pinned microversion."""
         self._authenticate()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import prometheus_client as prom
 
-from nova_orphans.core.model import Kind
+from nova_orphans.core.cost import Untracked
+from nova_orphans.core.model import DangerKind, Kind
 from nova_orphans.core.policy import Step
 from nova_orphans.version import tool_version
 
@@ -78,8 +81,36 @@ class Metrics:
             "restored): never acted on until `nova-orphans release UUID`.",
             registry=self.registry,
         )
+        self.untracked_vcpus = prom.Gauge(
+            "nova_orphans_untracked_vcpus",
+            "vCPUs of the running guests Nova does not manage here (deleted, unknown, "
+            "misplaced, foreign): Placement does not count them.",
+            registry=self.registry,
+        )
+        self.untracked_memory = prom.Gauge(
+            "nova_orphans_untracked_memory_bytes",
+            "Memory (current balloon) of the running guests Nova does not manage here: "
+            "Placement does not count it.",
+            registry=self.registry,
+        )
+        self.untracked_disk = prom.Gauge(
+            "nova_orphans_untracked_disk_bytes",
+            "Bytes the file-backed disks of the guests Nova does not manage here take on "
+            "this host.",
+            registry=self.registry,
+        )
+        self.dangers = prom.Gauge(
+            "nova_orphans_dangers",
+            "Findings of the last completed cycle carrying each danger: shared-volume (a "
+            "volume another server may write), address-conflict (a MAC another port has), "
+            "unknown (Cinder or Neutron could not be asked).",
+            ["danger"],
+            registry=self.registry,
+        )
         for kind in Kind:
             self.findings.labels(kind=kind.value)
+        for danger in DangerKind:
+            self.dangers.labels(danger=danger.value)
         # NOTE: every labelled series exists from the start at 0 (findings above), so
         # rate() and alerts see the first event, and a missing series never reads as "none".
         for step in Step:
@@ -93,6 +124,14 @@ class Metrics:
         """Publish the number of findings of each kind (zero for kinds not seen)."""
         for kind in Kind:
             self.findings.labels(kind=kind.value).set(counts.get(kind, 0))
+
+    def set_costs(self, untracked: Untracked, dangers: Mapping[DangerKind, int]) -> None:
+        """Publish what non-managed guests consume and how many findings carry each danger."""
+        self.untracked_vcpus.set(untracked.vcpus)
+        self.untracked_memory.set(untracked.memory_bytes)
+        self.untracked_disk.set(untracked.disk_bytes)
+        for danger in DangerKind:
+            self.dangers.labels(danger=danger.value).set(dangers.get(danger, 0))
 
     def serve(self, address: str, port: int) -> None:
         """Expose the metrics over HTTP (loopback by default)."""

@@ -348,3 +348,34 @@ def test_nova_failing_is_one_line_exit_1_and_nothing_concluded(cloud, capsys):
     assert code == cli.EXIT_ERROR
     assert document == {}
     assert "os-services" in one_line(err)
+
+
+def test_the_hosts_reports_are_ranked_by_untracked_memory(cloud, capsys):
+    """Each report carries its findings' usage; the merge sums them per trusted host."""
+    for host, orphans in (("cmp-1", 1), ("cmp-2", 2), ("cmp-3", 0)):
+        gone = [cloud.nova.boot(host) for _ in range(orphans)]
+        for uuid in gone:
+            cloud.nova.local_delete(uuid, at=cloud.nova.clock)
+        cloud.audit(host, [*healthy(cloud, host), *(domain(u) for u in gone)])
+    _, document, err = cloud.fleet(capsys)
+    assert err == ""
+    # Each test:/// guest holds 32 MiB and 1 vCPU (its XML) and no file-backed disk.
+    ranked = [
+        (h["host"], h["guests"], h["memory_bytes"])
+        for h in document["summary"]["untracked_by_host"]
+    ]
+    assert ranked == [("cmp-2", 2, 64 * 1024**2), ("cmp-1", 1, 32 * 1024**2), ("cmp-3", 0, 0)]
+    assert document["summary"]["untracked"]["vcpus"] == 3
+    table = fleet_table(cloud, capsys)
+    assert [line.split(":")[0].strip() for line in table if line.startswith("  cmp-")] == [
+        "cmp-2",
+        "cmp-1",
+    ]
+
+
+def fleet_table(cloud: Cloud, capsys) -> list[str]:
+    conf = cloud.tmp / "central.conf"
+    argv = ["fleet", "audit", "--config-file", str(conf), "--reports", str(cloud.reports)]
+    capsys.readouterr()
+    cli.main(argv)
+    return capsys.readouterr().out.splitlines()

@@ -318,3 +318,26 @@ def test_a_template_without_host_is_a_config_error() -> None:
     args = parser().parse_args(["fleet", "audit", "--uri-template", "qemu:///system"])
     with pytest.raises(config.ConfigError):
         fleet_cli.settings_from(conf, args)
+
+
+def test_hosts_are_ranked_by_the_memory_their_untracked_guests_hold(tmp_path: pathlib.Path):
+    f = Fleet(tmp_path)
+    for host, orphans in (("cmp-1", 1), ("cmp-2", 3), ("cmp-3", 0)):
+        f.managed(host, 1)
+        for n in range(orphans):
+            uuid = f.nova.boot(host, f"gone-{host}-{n}")
+            f.nova.local_delete(uuid, at=NOW)
+            f.domains[host].append(nova_domain(uuid))
+    result = f.audit()
+    document = report_schema.valid(json.loads(render.render_json(result)))
+    by_host = document["summary"]["untracked_by_host"]
+    # Each test:/// guest holds 32 MiB and 1 vCPU (its XML); the host with most first.
+    assert [(h["host"], h["guests"], h["vcpus"], h["memory_bytes"]) for h in by_host] == [
+        ("cmp-2", 3, 3, 3 * 32 * 1024**2),
+        ("cmp-1", 1, 1, 32 * 1024**2),
+        ("cmp-3", 0, 0, 0),
+    ]
+    assert document["summary"]["untracked"]["memory_bytes"] == 4 * 32 * 1024**2
+    table = render.render_table(result).splitlines()
+    ranked = [line.split(":")[0].strip() for line in table if line.startswith("  cmp-")]
+    assert ranked == ["cmp-2", "cmp-1"]

@@ -57,6 +57,7 @@ def test_running_nova_domain_is_read_completely(tmp_path: pathlib.Path) -> None:
             model.Disk("vdb", "disk", "network", "rbd:volumes/volume-1", "rbd"),
         ),
         interfaces=(model.Interface("bridge", "fa:16:3e:00:00:2a", "tap2a", "br-int"),),
+        usage=model.Usage(vcpus=1, memory_bytes=32 * 1024**2),
     )
 
 

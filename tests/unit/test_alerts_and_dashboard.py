@@ -139,6 +139,9 @@ def test_rules_and_dashboard_cover_the_states_an_operator_must_see():
         "nova_orphans_last_cycle_success",
         "nova_orphans_cycles_aborted_total",
         "nova_orphans_guests_on_hold",
+        'nova_orphans_dangers{danger="shared-volume"}',
+        'nova_orphans_dangers{danger="unknown"}',
+        "nova_orphans_untracked_memory_bytes",
     ):
         assert metric in rules, metric
     dashboard = " ".join(expr for _, expr in dashboard_exprs())

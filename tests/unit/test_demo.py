@@ -8,8 +8,8 @@ from nova_orphans import cli
 from nova_orphans.demo import world
 
 
-def test_demo_reports_one_guest_of_each_kind_and_exits_3(capsys):
-    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_FOUND
+def test_demo_reports_one_guest_of_each_kind_and_exits_5_for_its_shared_volume(capsys):
+    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
     document = json.loads(capsys.readouterr().out)
     assert document["host"] == world.HOST
     found = {f["uuid"]: f["kind"] for f in document["findings"]}
@@ -17,7 +17,7 @@ def test_demo_reports_one_guest_of_each_kind_and_exits_3(capsys):
 
 
 def test_demo_table_names_every_finding(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_FOUND
+    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
     table = capsys.readouterr().out
     for uuid in world.build().expected:
         assert uuid in table
@@ -31,3 +31,26 @@ def test_demo_json_carries_what_nova_said(capsys):
     assert by_kind["misplaced"]["nova_host"] == world.OTHER_HOST
     assert by_kind["unknown"]["nova_host"] is None
     assert by_kind["lost"]["domain_state"] is None
+
+
+def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
+    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
+    lines = capsys.readouterr().out.splitlines()
+    dangers = [line for line in lines if line.startswith("DANGER ")]
+    assert dangers == [
+        f"DANGER shared-volume {_uuid('db-old')} (instance-00000002): volume "
+        f"{world.SHARED_VOLUME} is attached to server 88888888-8888-4888-8888-888888888888 on "
+        "compute-2 while this guest still holds it: two writers on one disk",
+        f"DANGER address-conflict {_uuid('batch-7')} (instance-00000003): MAC fa:16:3e:00:00:03 "
+        f"is port {world.REUSED_PORT} (10.0.0.23) of server 88888888-8888-4888-8888-888888888888 "
+        "on compute-2: the same address on the network twice",
+    ]
+    # The shared volume's guest is listed first, before the table's usual order.
+    assert lines[1].startswith("deleted    " + _uuid("db-old"))
+    assert any(
+        line.startswith("memory: Placement counts 1.5 GiB of 3.5 GiB used") for line in lines
+    )
+
+
+def _uuid(name: str) -> str:
+    return next(g.uuid for g in world.GUESTS if g.name == name)

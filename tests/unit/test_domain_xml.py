@@ -236,3 +236,15 @@ def test_any_text_gives_metadata_or_metadata_error(text: str) -> None:
 def test_any_display_name_round_trips(name: str) -> None:
     meta = domain_xml.parse_nova_metadata(worlds.nova_metadata(name=name), NS11)
     assert meta.display_name == (name.strip() or None)
+
+
+def test_a_disks_serial_and_the_domains_sizing_are_read():
+    parsed = domain_xml.parse_domain(
+        "<domain><vcpu current='2'>4</vcpu><currentMemory unit='MiB'>768</currentMemory>"
+        "<devices><disk type='block' device='disk'><source dev='/dev/sdb'/>"
+        "<target dev='vdb'/><serial> 5a5a5a5a-0000-4000-8000-00000000005a </serial></disk>"
+        "</devices></domain>"
+    )
+    (disk,) = parsed.disks
+    assert disk.serial == "5a5a5a5a-0000-4000-8000-00000000005a"
+    assert (parsed.vcpus, parsed.memory_bytes) == (2, 768 * 1024**2)

@@ -28,13 +28,13 @@ def test_every_sub_command_takes_debug():
 def test_debug_logs_go_to_stderr_and_the_json_report_stays_alone_on_stdout(capsys):
     code = cli.main(["demo", "--debug", "--format", "json"])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_FOUND
+    assert code == cli.EXIT_SHARED_VOLUME
     assert json.loads(out)["findings"]
     assert " DEBUG nova_orphans.cli.common [-] nova-orphans " in err
 
 
 def test_without_debug_a_command_keeps_stderr_quiet(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_FOUND
+    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
     assert capsys.readouterr().err == ""
 
 

@@ -20,7 +20,7 @@ NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 
 
 def demo_document(capsys: pytest.CaptureFixture[str]) -> dict:
-    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_FOUND
+    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
     return json.loads(capsys.readouterr().out)
 
 

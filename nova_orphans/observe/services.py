@@ -1,0 +1,100 @@
+"""Placement, Cinder and Neutron through the same keystoneauth session as Nova.
+
+Unlike Nova's answers, theirs are not needed to classify: a failure here is a
+``ServiceError`` naming the service and why, and the caller reports that check
+as not made (a danger ``unknown``, Placement "not consulted"), never as "none".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+
+
+class ServiceError(Exception):
+    """A service could not be asked, or gave an unusable answer; the message is one line."""
+
+
+class Client(Protocol):
+    """An HTTP GET on one service's endpoint."""
+
+    #: The service in the operator's words ("Cinder").
+    name: str
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body or None); raises ``ServiceError`` when unreachable."""
+
+
+class KeystoneClient:
+    """``Client`` over a keystoneauth adapter (the service catalog, or a configured endpoint)."""
+
+    def __init__(self, adapter: ks_adapter.Adapter, name: str) -> None:
+        self._adapter = adapter
+        self.name = name
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """GET ``path`` relative to the service's endpoint."""
+        service = self._adapter.service_type
+        try:
+            response = self._adapter.get(
+                path, raise_exc=False, headers={"Accept": "application/json"}
+            )
+        except ks_exc.EndpointNotFound as exc:
+            raise ServiceError(
+                f"{self.name}: no {service} endpoint in the service catalog ({_one_line(exc)})"
+            ) from exc
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            raise ServiceError(f"{self.name} unreachable: {_one_line(exc)}") from exc
+        except ks_exc.ClientException as exc:
+            raise ServiceError(f"{self.name}: {_one_line(exc)}") from exc
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        return response.status_code, body
+
+
+def sibling(
+    base: ks_adapter.Adapter, service_type: str, endpoint: str | None
+) -> ks_adapter.Adapter:
+    """An adapter for ``service_type`` on ``base``'s session, auth, interface and region.
+
+    NOTE: one session, one token: the service is found in the same catalog as Nova,
+    unless ``endpoint`` (from the configuration) names it.
+    """
+    return ks_adapter.Adapter(
+        session=base.session,
+        auth=base.auth,
+        service_type=service_type,
+        interface=base.interface,
+        region_name=base.region_name,
+        endpoint_override=endpoint or None,
+    )
+
+
+def get_json(client: Client, path: str, missing_ok: bool = False) -> Any:
+    """The JSON body of a 200 answer (None for a 404 when ``missing_ok``); else ``ServiceError``."""
+    status, body = client.get(path)
+    if missing_ok and status == 404:
+        return None
+    if status != 200:
+        raise ServiceError(f"{client.name} answered GET {path} with HTTP {status}: {_fault(body)}")
+    return body
+
+
+def _fault(body: Any) -> str:
+    """The message of an OpenStack error body (Nova/Cinder, Neutron or Placement style)."""
+    if isinstance(body, dict):
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return str(errors[0].get("detail") or errors[0].get("title") or "no details")
+        for fault in body.values():
+            if isinstance(fault, dict) and "message" in fault:
+                return _one_line(fault["message"])
+    return "no details"
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
