@@ -107,3 +107,22 @@ def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
     assert samples[("nova_orphans_last_success_timestamp_seconds", ())] == 0
     assert samples[("nova_orphans_cycles_aborted_total", (("reason", "nova"),))] == 1
     assert samples[("nova_orphans_build_info", (("version", tool_version()),))] == 1
+
+
+def test_a_log_only_agent_raises_no_brake_and_logs_no_error(tmp_path, caplog):
+    """Every action `log` (the default deployment): a world that would brake an acting
+    agent is reported, with no brake state, no aborted cycle and no ERROR line."""
+    world = SimWorld(tmp_path, actions={}, brake_min_orphans=2, max_orphan_fraction=0.5)
+    world.boot("managed")
+    for i in range(3):
+        world.orphan(f"gone-{i}", Kind.DELETED)
+    metrics = world.agent.metrics
+    with caplog.at_level("INFO"):
+        for _ in range(2):
+            result = world.cycle()
+            assert result.plan is not None and result.plan.brake is None
+            assert result.exit_code == 3
+    assert sample(metrics, "nova_orphans_brake_engaged") == 0
+    assert sample(metrics, "nova_orphans_cycles_aborted_total", reason="brake") == 0
+    assert sample(metrics, "nova_orphans_findings", kind="deleted") == 3
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
