@@ -116,7 +116,7 @@ def build_agent(
     policy = config.policy(conf)
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)
-    nova = NovaObserver(transport_from_conf(conf))
+    nova = NovaObserver(agent_loop.MeteredTransport(transport_from_conf(conf), metrics))
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     # NOTE: the lock comes before the journal is read or written: a second agent
