@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from nova_orphans import table
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Domain, Finding, Kind
@@ -17,7 +18,14 @@ from nova_orphans.version import tool_version
 #: Version of the JSON documents' shape (docs/schema/report.schema.json); raised on any
 #: change a script could notice, other than a new optional field.
 SCHEMA_VERSION = 1
-COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
+#: A finding's columns by default: they fit ``table.WIDTH`` with the short reason.
+COLUMNS = (table.Column("KIND", 11), table.Column("UUID"), table.Column("NAME", 20),
+           table.Column("REASON"))  # fmt: skip
+#: ``--wide``: everything, the whole reason.
+WIDE_COLUMNS = tuple(
+    table.Column(title)
+    for title in ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
+)
 
 
 def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]:
@@ -29,6 +37,7 @@ def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]
         "name": finding.name,
         "kind": finding.kind.value,
         "reason": finding.reason,
+        "brief": finding.short_reason,
         "domain_state": domain.state.value if domain else None,
         "domain_job_active": domain.job_active if domain else None,
         "display_name": meta.display_name if meta else (server.name if server else None),
@@ -79,8 +88,16 @@ def render_json(report: AuditReport) -> str:
     )
 
 
-def table_row(f: Finding, hold: Hold | None = None) -> tuple[str, ...]:
-    """One finding as the cells of ``COLUMNS``; a hold is told after the reason."""
+def columns(wide: bool) -> tuple[table.Column, ...]:
+    """A finding's columns: ``WIDE_COLUMNS`` for ``--wide``, else ``COLUMNS``."""
+    return WIDE_COLUMNS if wide else COLUMNS
+
+
+def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple[str, ...]:
+    """One finding as the cells of ``columns(wide)``; a hold is told with the reason."""
+    if not wide:
+        return (f.kind.value, f.uuid, f.name,
+                f"ON HOLD; {f.short_reason}" if hold else f.short_reason)  # fmt: skip
     return (
         f.kind.value,
         f.uuid,
@@ -93,15 +110,14 @@ def table_row(f: Finding, hold: Hold | None = None) -> tuple[str, ...]:
     )
 
 
-def render_table(report: AuditReport) -> str:
-    """The report as an aligned table with a summary line."""
-    rows = [table_row(f, report.holds.get(f.uuid)) for f in report.findings]
-    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in [COLUMNS, *rows]
-    ]
-    return "\n".join([*(lines if rows else []), report.identity.reason, _summary(report)])
+def render_table(report: AuditReport, wide: bool = False) -> str:
+    """The report as a table with a header (none when nothing was found), the identity
+    verdict and a summary line; within ``table.WIDTH`` columns unless ``wide``."""
+    rows = [table_row(f, report.holds.get(f.uuid), wide) for f in report.findings]
+    lines = table.render(columns(wide), rows, wide) if rows else []
+    lines += table.fit(report.identity.reason, wide)
+    lines += table.fit(_summary(report), wide)
+    return "\n".join(lines)
 
 
 def _summary(report: AuditReport) -> str:

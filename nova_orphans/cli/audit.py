@@ -56,7 +56,7 @@ def run_audit(args: argparse.Namespace) -> int:
             settings.deny,
             settings.compute_id_dirs,
         )
-    return show(dataclasses.replace(result, holds=_holds(conf)), args.format)
+    return show(dataclasses.replace(result, holds=_holds(conf)), args)
 
 
 def _holds(conf: Any) -> dict[str, Hold]:
@@ -83,10 +83,10 @@ def run_demo(args: argparse.Namespace) -> int:
             result = pipeline.audit(
                 hypervisor, nova, demo.host, demo.now, compute_id_dirs=(str(demo.state_path),)
             )
-    return show(result, args.format)
+    return show(result, args)
 
 
-def show(result: pipeline.AuditReport, fmt: str) -> int:
+def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
     """Print the report; exit 3 when it holds orphans, else 0.
 
     NOTE: a view whose identity no check could prove is still reported (the
@@ -95,5 +95,6 @@ def show(result: pipeline.AuditReport, fmt: str) -> int:
     """
     if not result.identity.verified:
         print(f"nova-orphans: warning: {result.identity.reason}", file=sys.stderr)
-    print(report.render_json(result) if fmt == "json" else report.render_table(result))
+    as_json = args.format == "json"
+    print(report.render_json(result) if as_json else report.render_table(result, args.wide))
     return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK

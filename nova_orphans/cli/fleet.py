@@ -119,7 +119,8 @@ def handle_audit(args: argparse.Namespace) -> int:
     if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
         raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
     result = run_audit(settings, transport_from_conf(conf), common.now())
-    print(render.render_json(result) if args.format == "json" else render.render_table(result))
+    as_json = args.format == "json"
+    print(render.render_json(result) if as_json else render.render_table(result, args.wide))
     if textfile is not None:
         write_metrics(result, textfile)
     return exit_code(result)
@@ -208,7 +209,7 @@ def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int
     nova = FleetNovaObserver(transport_from_conf(conf))
     merged = merge_reports(parsed, nova, common.now(), max_age)
     out = render_reports.render_json(merged) if args.format == "json" else (
-        render_reports.render_table(merged))  # fmt: skip
+        render_reports.render_table(merged, args.wide))  # fmt: skip
     print(out)
     if merged.incomplete or merged.unattributed:
         return common.fail(EXIT_ERROR, render_reports.problems(merged))

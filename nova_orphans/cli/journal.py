@@ -13,6 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
+from nova_orphans import table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -135,13 +136,36 @@ def show_history(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([record for _, record, _ in events], indent=2))
         return common.EXIT_OK
-    for _, _, line in events:
+    rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
+    columns = HISTORY_WIDE if args.wide else HISTORY
+    for line in table.render(columns, [_history_cells(r, args.wide) for r in rows], args.wide):
         print(line)
     return common.EXIT_OK
 
 
-def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, str]]:
-    """(when, JSON record, table line) of every step, hold and release, newest first.
+#: ``history``'s columns, and with ``--wide``.
+HISTORY = (table.Column("WHEN (UTC)"), table.Column("UUID"), table.Column("EVENT", 14),
+           table.Column("OUTCOME", 10), table.Column("DETAIL"))  # fmt: skip
+HISTORY_WIDE = (table.Column("WHEN"), table.Column("UUID"), table.Column("KIND"),
+                table.Column("EVENT"), table.Column("OUTCOME"), table.Column("DETAIL"))  # fmt: skip
+#: One event's cells: uuid, kind, event, outcome, detail (``WHEN`` comes first).
+Cells = tuple[str, str, str, str, str]
+
+
+def _history_cells(row: tuple[str, ...], wide: bool) -> tuple[str, ...]:
+    """The cells of ``HISTORY_WIDE`` (``wide``) or ``HISTORY`` (no kind)."""
+    return row if wide else row[:2] + row[3:]
+
+
+def _when(at: datetime.datetime, wide: bool) -> str:
+    """A moment for a table: ISO 8601 with ``--wide``, else UTC to the minute."""
+    if wide:
+        return at.isoformat()
+    return at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, Cells]]:
+    """(when, JSON record, table cells) of every step, hold and release, newest first.
 
     A step's record is its intent with ``event`` "step"; a hold's and a release's
     have ``event``, ``uuid``, ``at`` and ``reason``.
@@ -151,22 +175,19 @@ def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime,
         moments = [("hold", h.since)] + ([("release", h.released_at)] if h.released_at else [])
         for event, at in moments:
             record = {"event": event, "uuid": h.uuid, "at": at.isoformat(), "reason": h.reason}
-            events.append((at, record, f"{at.isoformat()}  {h.uuid}  {event:<14}  {h.reason}"))
+            events.append((at, record, (h.uuid, "-", event, "-", h.reason)))
     # NOTE: sorted is stable: events of the same moment keep the order above.
     return sorted(events, key=lambda e: e[0], reverse=True)
 
 
-def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, str]]:
-    """(when, JSON record, table line) of each intent; its record has ``event`` "step"."""
+def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, Cells]]:
+    """(when, JSON record, table cells) of each intent; its record has ``event`` "step"."""
     events = []
     for i in intents:
-        dry = " (dry run)" if i.dry_run else ""
-        line = (
-            f"{i.started_at}  {i.uuid}  {i.kind:<9} {i.step:<4}{dry}  "
-            f"{i.outcome or 'OPEN'}  {i.detail or ''}"
-        )
+        event = f"{i.step} (dry run)" if i.dry_run else i.step
+        cells = (i.uuid, i.kind, event, i.outcome or "OPEN", i.detail or "")
         record = {"event": "step", **dataclasses.asdict(i)}
-        events.append((datetime.datetime.fromisoformat(i.started_at), record, line))
+        events.append((datetime.datetime.fromisoformat(i.started_at), record, cells))
     return events
 
 
@@ -195,11 +216,27 @@ def list_quarantine(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(rows, indent=2))
         return common.EXIT_OK
+    columns = QUARANTINE_WIDE if args.wide else QUARANTINE
+    found: list[tuple[str, ...]] = []
     for item in listed:
         e = item.entry
-        state = "restorable" if item.restorable else "NOT restorable"
-        print(f"{e.reaped_at}  {e.uuid}  {e.kind:<9} {state}: {item.detail}  {e.path}")
+        when, restorable = _when(e.reaped_time, args.wide), "yes" if item.restorable else "NO"
+        found.append(
+            (when, e.uuid, e.kind, restorable, item.detail, e.path)
+            if args.wide
+            else (when, e.uuid, restorable, item.detail)
+        )
+    for line in table.render(columns, found, args.wide):
+        print(line)
     return common.EXIT_OK
+
+
+#: ``quarantine list``'s columns, and with ``--wide`` (the directory too).
+QUARANTINE = (table.Column("REAPED (UTC)"), table.Column("UUID"), table.Column("RESTORE?"),
+              table.Column("HOLDS OR LACKS"))  # fmt: skip
+QUARANTINE_WIDE = (table.Column("REAPED"), table.Column("UUID"), table.Column("KIND"),
+                   table.Column("RESTORABLE"), table.Column("HOLDS OR LACKS"),
+                   table.Column("DIRECTORY"))  # fmt: skip
 
 
 def restore_guest(args: argparse.Namespace) -> int:

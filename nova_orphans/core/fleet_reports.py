@@ -52,6 +52,8 @@ class ReportedFinding:
     name: str
     kind: Kind
     reason: str
+    #: The reason in a few words (empty when the report has none).
+    brief: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

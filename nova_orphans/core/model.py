@@ -210,3 +210,10 @@ class Finding:
     reason: str
     domain: Domain | None
     server: Server | None
+    #: The reason in a few words, for a table that fits a terminal (empty: the reason).
+    brief: str = ""
+
+    @property
+    def short_reason(self) -> str:
+        """``brief``, or the whole reason when the finding has no brief one."""
+        return self.brief or self.reason

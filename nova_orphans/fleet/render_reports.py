@@ -6,6 +6,7 @@ import collections
 import json
 from typing import Any
 
+from nova_orphans import table
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
 
@@ -80,17 +81,31 @@ def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
     }
 
 
-def render_table(fleet: MergedFleet) -> str:
-    """The merged fleet for people: cross-host findings, each host, a summary line."""
-    lines = [f"SPLIT-BRAIN {c.uuid} {c.name}: {c.reason}" for c in fleet.split_brain]
-    lines += [f"moved between reports {c.uuid} {c.name}: {c.reason}" for c in fleet.moved]
-    lines += [f"duplicate {c.uuid} {c.name}: defined on {c.reason}" for c in fleet.duplicates]
+#: Findings across hosts: split-brain, moved between reports, duplicates.
+CROSS_COLUMNS = (table.Column("ACROSS HOSTS", 12), table.Column("UUID"), table.Column("NAME", 20),
+                 table.Column("REASON"))  # fmt: skip
+#: Each trusted host's own findings, as its audit classified them.
+HOST_COLUMNS = (table.Column("KIND", 11), table.Column("UUID"), table.Column("NAME", 20),
+                table.Column("REASON"))  # fmt: skip
+
+
+def render_table(fleet: MergedFleet, wide: bool = False) -> str:
+    """The merged fleet for people: cross-host findings, each host, a summary line, with
+    a header over each table; within ``table.WIDTH`` columns unless ``wide``."""
+    cross = [("SPLIT-BRAIN", c.uuid, c.name, c.reason) for c in fleet.split_brain]
+    cross += [("moved", c.uuid, c.name, c.reason) for c in fleet.moved]
+    cross += [("duplicate", c.uuid, c.name, f"defined on {c.reason}") for c in fleet.duplicates]
+    lines = table.render(CROSS_COLUMNS, cross, wide) if cross else []
     for host in fleet.hosts:
-        lines.append(_host_line(host))
-        lines += [f"    note: {n}" for n in host.notes]
-        lines += [f"  {f.kind.value}  {f.uuid}  {f.name}  {f.reason}" for f in host.findings]
-    lines += [f"UNREADABLE {b.source}: {b.reason}" for b in fleet.unattributed]
-    lines.append(summary(fleet))
+        lines += table.fit(_host_line(host), wide)
+        for note in host.notes:
+            lines += table.fit(f"note: {note}", wide, indent="    ")
+        rows = [(f.kind.value, f.uuid, f.name, f.reason if wide else f.brief or f.reason)
+                for f in host.findings]  # fmt: skip
+        lines += table.render(HOST_COLUMNS, rows, wide, indent="  ") if rows else []
+    for bad in fleet.unattributed:
+        lines += table.fit(f"UNREADABLE {bad.source}: {bad.reason}", wide)
+    lines += table.fit(summary(fleet), wide)
     return "\n".join(lines)
 
 

@@ -430,8 +430,8 @@ def test_restore_works_from_the_manifest_when_the_journal_is_lost(
     assert not (state / "journal.sqlite").exists()  # the journal never knew (or was lost)
     base.unlink()
 
-    assert cli.main(["quarantine", "list", "--config-file", str(config)]) == 0
-    assert f"{uuid}  unknown   restorable: xml, files, backing chain (1 file)" in (
+    assert cli.main(["quarantine", "list", "--wide", "--config-file", str(config)]) == 0
+    assert f"{uuid}  unknown  yes         xml, files, backing chain (1 file)" in (
         capsys.readouterr().out
     )
     assert cli.main(["restore", uuid, "--start", "--config-file", str(config)]) == 0

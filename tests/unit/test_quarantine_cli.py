@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import pathlib
+import re
 
 import pytest
 
@@ -205,10 +206,18 @@ def test_quarantine_list_says_whether_each_entry_is_restorable_and_what_it_holds
     snapshots.mkdir()
     (snapshots / "0.xml").write_text("<domainsnapshot/>")
     state.entry(YOUNG, 1, kept=broken)
+    assert state.run("quarantine", "list", "--wide") == 0
+    header, old, young = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["REAPED", "UUID", "KIND"]
+    assert re.search(f"{OLD}  deleted  yes  +xml, files, managed-save, 1 snapshot  ", old)
+    assert re.search(f"{YOUNG}  deleted  NO  +backing file {base} is missing and so is", young)
+    assert old.endswith(str(next((state.quarantine / OLD).glob("*"))))
     assert state.run("quarantine", "list") == 0
-    old, young = capsys.readouterr().out.splitlines()
-    assert f"{OLD}  deleted   restorable: xml, files, managed-save, 1 snapshot" in old
-    assert f"{YOUNG}  deleted   NOT restorable: backing file {base} is missing" in young
+    header, old, young = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["REAPED", "(UTC)", "UUID"]
+    assert re.search(f"^2026-.*  {OLD}  yes       xml, files, managed-save, 1 snap", old)
+    assert re.search(f"^2026-.*  {YOUNG}  NO        backing file", young)
+    assert max(len(line) for line in (header, old, young)) <= 100
 
 
 def test_restore_is_journaled_and_closes_the_entry(
