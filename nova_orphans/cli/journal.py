@@ -70,6 +70,11 @@ def register(commands: Any) -> None:
     purge.add_argument(
         "--dry-run", action="store_true", help="say what would be purged, delete nothing"
     )
+    purge.add_argument(
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (asked only when standard input is a terminal)",
+    )
     purge.set_defaults(handler=purge_quarantine)
 
 
@@ -298,7 +303,7 @@ def _restore(
     if restored.warning:
         print(f"nova-orphans: warning: {restored.warning}", file=sys.stderr)
     print(
-        f"{restored.detail}; on hold: the agent leaves it alone until "
+        f"restored {entry.uuid}: {restored.detail}; on hold: the agent leaves it alone until "
         f"`nova-orphans release {entry.uuid}`"
     )
     return common.EXIT_OK
@@ -326,26 +331,58 @@ def release_guest(args: argparse.Namespace) -> int:
 def purge_quarantine(args: argparse.Namespace) -> int:
     """Delete quarantine entries older than ``--older-than`` days (``--dry-run``: only say so).
 
-    A quarantine directory that neither the journal nor a readable manifest
-    describes stops the purge before anything is deleted.
+    From a terminal, the entries are listed and the purge asks for confirmation
+    first (``--yes`` does not ask). A quarantine directory that neither the
+    journal nor a readable manifest describes stops the purge before anything
+    is deleted.
     """
     journal, paths, conf = _journal(args)
     unknown = quarantine.unknown_directories(journal, paths.quarantine)
     if unknown:
         raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
+    now, older_than = common.now(), datetime.timedelta(days=args.older_than)
+    due = retention.expired(journal, paths.quarantine, now, older_than)
+    if not due:
+        print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
+        return common.EXIT_OK
+    if not (args.dry_run or args.yes) and sys.stdin.isatty() and not _confirmed(due):
+        print("nothing purged")
+        return common.EXIT_OK
     effects = cli_agent.build_effects(conf, config.host_settings(conf), paths, args.dry_run)
     try:
         purged = retention.purge_expired(
             effects,
             journal,
             paths.quarantine,
-            common.now(),
-            datetime.timedelta(days=args.older_than),
+            now,
+            older_than,
             args.dry_run,
             wait=QUARANTINE_WAIT,
         )
     finally:
         effects.close()
     for p in purged:
-        print(f"{p.outcome:<6} {p.entry.uuid} {p.entry.reaped_at}: {p.detail}")
+        print(_purged_line(p))
     return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK
+
+
+def _confirmed(due: list[QuarantineEntry]) -> bool:
+    """List what would be purged and ask the operator at the terminal; True for yes.
+
+    NOTE: the purge is the one irreversible step; a script (no terminal) is not asked.
+    """
+    for entry in due:
+        print(f"would purge {entry.uuid} (reaped {entry.reaped_at}): {entry.path}")
+    entries = f"{len(due)} entries" if len(due) > 1 else "this entry"
+    print(f"purge {entries} for good? [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _purged_line(p: retention.Purged) -> str:
+    """One purged entry for the operator: what happened, to which entry, and the detail."""
+    what = f"{p.entry.uuid} (reaped {p.entry.reaped_at})"
+    if p.outcome == "failed":
+        return f"FAILED to purge {what}: {p.detail}"
+    if p.dry_run:
+        return f"would purge {what}: {p.detail}"
+    return f"purged {what}: {p.detail}"
