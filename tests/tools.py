@@ -1,4 +1,4 @@
-"""External tools some tests need (systemd-analyze, promtool): missing means skip, or fail
+"""External tools some tests need (systemd-analyze, promtool, jq): missing means skip, or fail
 under NOVA_ORPHANS_REQUIRE_SERVICES=1 (scripts/setup.sh --test installs them); and the
 repository's own files, as git lists them."""
 
