@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import pathlib
 import pty
@@ -271,6 +272,11 @@ def test_restore_is_journaled_and_closes_the_entry(
         (entry,) = journal.quarantine(include_done=True)
         assert entry.restored_at is not None and entry.purged_at is not None
         assert [i.step for i in journal.history(uuid)] == ["purge", "restore"]
+    # ``history`` tells the whole lifecycle: the restore, the hold it put, the purge.
+    assert state.run("history", "--format", "json") == 0
+    events = json.loads(capsys.readouterr().out)
+    told = sorted((e["event"], e.get("step"), e.get("outcome")) for e in events)
+    assert told == [("hold", None, None), ("step", "purge", "done"), ("step", "restore", "done")]
 
 
 def test_a_restored_entry_only_its_manifest_knows_is_purged_after_the_retention(
