@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from nova_orphans import table
@@ -84,7 +84,7 @@ def render_json(report: AuditReport) -> str:
             "findings": [finding_record(f, report.holds.get(f.uuid)) for f in report.findings],
             "domains": [domain_record(d) for d in report.domains],
         },
-        report.findings,
+        (f.kind for f in report.findings),
     )
 
 
@@ -126,12 +126,13 @@ def _summary(report: AuditReport) -> str:
     return f"host {report.host} at {report.checked_at.isoformat()}: {parts}"
 
 
-def versioned_json(body: dict[str, Any], findings: Sequence[Finding]) -> str:
-    """One JSON document: ``schema_version``, ``tool_version``, ``body``, then ``counts``.
+def versioned_json(body: dict[str, Any], kinds: Iterable[Kind]) -> str:
+    """One JSON document: ``schema_version``, ``tool_version``, ``body``, then ``counts``
+    (of ``kinds``, one per finding).
 
     ``counts`` holds every kind, zero included, so a script never needs a default.
     """
-    counts = collections.Counter(f.kind for f in findings)
+    counts = collections.Counter(kinds)
     document = {
         "schema_version": SCHEMA_VERSION,
         "tool_version": tool_version(),

@@ -34,7 +34,7 @@ def render_json(fleet: FleetReport) -> str:
             "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
             "summary": _summary_record(fleet),
         },
-        fleet.findings,
+        (f.kind for f in fleet.findings),
     )
 
 

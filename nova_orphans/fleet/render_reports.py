@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import collections
-import json
 from typing import Any
 
-from nova_orphans import table
+from nova_orphans import report, table
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
 
 
 def render_json(fleet: MergedFleet) -> str:
-    """The merged fleet as one JSON document."""
-    return json.dumps(
+    """The merged fleet as one JSON document of the versioned shape (``report.versioned_json``;
+    ``counts``: one split-brain per UUID running on two trusted hosts, and the trusted hosts'
+    own findings)."""
+    kinds = [Kind.SPLIT_BRAIN] * len(fleet.split_brain) + list(_kinds(fleet).elements())
+    return report.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
             "source": "reports",
@@ -25,7 +27,7 @@ def render_json(fleet: MergedFleet) -> str:
             "unreadable": [{"source": b.source, "reason": b.reason} for b in fleet.unattributed],
             "summary": _summary_record(fleet),
         },
-        indent=2,
+        kinds,
     )
 
 
@@ -40,22 +42,22 @@ def _cross(item: CrossHost) -> dict[str, Any]:
 
 
 def _host(host: HostStanding) -> dict[str, Any]:
-    report = host.report
+    seen = host.report
     return {
         "host": host.host,
         "status": host.standing.value,
         "known_to_nova": host.known_to_nova,
         "report": None
-        if report is None
+        if seen is None
         else {
-            "source": report.source,
-            "checked_at": report.checked_at.isoformat(),
-            "identity": report.identity,
+            "source": seen.source,
+            "checked_at": seen.checked_at.isoformat(),
+            "identity": seen.identity,
         },
         "notes": list(host.notes),
         # NOTE: only a trusted report's findings are shown as findings.
-        "findings": [vars(f) | {"kind": f.kind.value} for f in report.findings]
-        if host.trusted and report is not None
+        "findings": [vars(f) | {"kind": f.kind.value} for f in seen.findings]
+        if host.trusted and seen is not None
         else None,
     }
 
