@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from nova_orphans import exits, pipeline
 from nova_orphans.act import quarantine, retention
@@ -30,7 +30,7 @@ from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import NovaObserver, Transport
 from nova_orphans.observe.nova_tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
 from nova_orphans.record.metrics import Metrics
@@ -67,6 +67,23 @@ class CycleResult:
         if self.report and self.report.shared_volumes:
             return exits.SHARED_VOLUME
         return exits.FOUND if self.report and self.report.has_orphans else exits.OK
+
+
+class MeteredTransport:
+    """A Nova transport whose every request is counted and timed in the agent's metrics."""
+
+    def __init__(self, transport: Transport, metrics: Metrics) -> None:
+        self._transport, self._metrics = transport, metrics
+
+    def get(self, path: str) -> tuple[int, Any]:
+        """``Transport.get``, counted by endpoint and status (``error`` when it raised)."""
+        started, status = time.monotonic(), None
+        try:
+            answer = self._transport.get(path)
+            status = answer[0]
+        finally:
+            self._metrics.nova_request(path, status, time.monotonic() - started)
+        return answer
 
 
 class _FreshLook:

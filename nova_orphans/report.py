@@ -5,9 +5,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
+from nova_orphans import table
 from nova_orphans.core import cost
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
@@ -18,7 +19,14 @@ from nova_orphans.version import tool_version
 #: Version of the JSON documents' shape (docs/schema/report.schema.json); raised on any
 #: change a script could notice, other than a new optional field.
 SCHEMA_VERSION = 1
-COLUMNS = ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
+#: A finding's columns by default: they fit ``table.WIDTH`` with the short reason.
+COLUMNS = (table.Column("KIND", 11), table.Column("UUID"), table.Column("NAME", 20),
+           table.Column("REASON"))  # fmt: skip
+#: ``--wide``: everything, the whole reason.
+WIDE_COLUMNS = tuple(
+    table.Column(title)
+    for title in ("KIND", "UUID", "NAME", "DOMAIN", "NOVA HOST", "VM STATE", "TASK", "REASON")
+)
 
 
 def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]:
@@ -30,6 +38,7 @@ def finding_record(finding: Finding, hold: Hold | None = None) -> dict[str, Any]
         "name": finding.name,
         "kind": finding.kind.value,
         "reason": finding.reason,
+        "brief": finding.short_reason,
         "domain_state": domain.state.value if domain else None,
         "domain_job_active": domain.job_active if domain else None,
         "display_name": meta.display_name if meta else (server.name if server else None),
@@ -120,12 +129,20 @@ def render_json(report: AuditReport) -> str:
             "shared_volume": report.shared_volumes > 0,
             "dangers": {k.value: report.dangers(k) for k in DangerKind},
         },
-        report.findings,
+        (f.kind for f in report.findings),
     )
 
 
-def table_row(f: Finding, hold: Hold | None = None) -> tuple[str, ...]:
-    """One finding as the cells of ``COLUMNS``; a hold is told after the reason."""
+def columns(wide: bool) -> tuple[table.Column, ...]:
+    """A finding's columns: ``WIDE_COLUMNS`` for ``--wide``, else ``COLUMNS``."""
+    return WIDE_COLUMNS if wide else COLUMNS
+
+
+def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple[str, ...]:
+    """One finding as the cells of ``columns(wide)``; a hold is told with the reason."""
+    if not wide:
+        return (f.kind.value, f.uuid, f.name,
+                f"ON HOLD; {f.short_reason}" if hold else f.short_reason)  # fmt: skip
     return (
         f.kind.value,
         f.uuid,
@@ -138,26 +155,23 @@ def table_row(f: Finding, hold: Hold | None = None) -> tuple[str, ...]:
     )
 
 
-def render_table(report: AuditReport) -> str:
-    """The report as an aligned table with a summary line."""
-    rows = [table_row(f, report.holds.get(f.uuid)) for f in report.findings]
-    widths = [max(len(r[i]) for r in [COLUMNS, *rows]) for i in range(len(COLUMNS) - 1)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-        for row in [COLUMNS, *rows]
-    ]
-    return "\n".join(
-        [
-            *(lines if rows else []),
-            *danger_lines(report.findings),
-            report.identity.reason,
-            _summary(report),
-            *cost_lines(report.untracked, report.placement),
-        ]
-    )
+def render_table(report: AuditReport, wide: bool = False) -> str:
+    """The report as a table with a header (none when nothing was found), its dangers, the
+    identity verdict, a summary line and what non-managed guests cost; within
+    ``table.WIDTH`` columns unless ``wide``."""
+    rows = [table_row(f, report.holds.get(f.uuid), wide) for f in report.findings]
+    lines = table.render(columns(wide), rows, wide) if rows else []
+    for line in [
+        *danger_lines(report.findings),
+        report.identity.reason,
+        _summary(report),
+        *cost_lines(report.untracked, report.placement),
+    ]:
+        lines += table.fit(line, wide)
+    return "\n".join(lines)
 
 
-def danger_lines(findings: Sequence[Finding]) -> list[str]:
+def danger_lines(findings: Iterable[Finding]) -> list[str]:
     """One line per danger: ``DANGER shared-volume <uuid> (<name>): <detail>``."""
     return [
         f"DANGER {d.kind.value} {f.uuid} ({f.name}): {d.detail}"
@@ -184,12 +198,13 @@ def _summary(report: AuditReport) -> str:
     return f"host {report.host} at {report.checked_at.isoformat()}: {parts}"
 
 
-def versioned_json(body: dict[str, Any], findings: Sequence[Finding]) -> str:
-    """One JSON document: ``schema_version``, ``tool_version``, ``body``, then ``counts``.
+def versioned_json(body: dict[str, Any], kinds: Iterable[Kind]) -> str:
+    """One JSON document: ``schema_version``, ``tool_version``, ``body``, then ``counts``
+    (of ``kinds``, one per finding).
 
     ``counts`` holds every kind, zero included, so a script never needs a default.
     """
-    counts = collections.Counter(f.kind for f in findings)
+    counts = collections.Counter(kinds)
     document = {
         "schema_version": SCHEMA_VERSION,
         "tool_version": tool_version(),

@@ -24,8 +24,9 @@ if [ "$WITH_TESTS" = 1 ]; then
         qemu-utils
 fi
 if [ "$WITH_TESTS" = 1 ]; then
-    # systemd-analyze verifies the unit; promtool (Debian's prometheus) tests the alert rules.
-    apt_install systemd prometheus
+    # systemd-analyze verifies the unit; promtool (Debian's prometheus) tests the alert rules;
+    # jq runs the README's JSON example.
+    apt_install systemd prometheus jq
 fi
 
 PYTHON=${PYTHON:-python3}

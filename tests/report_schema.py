@@ -36,4 +36,6 @@ def valid(document: Any) -> Any:
 
 
 def fleet_findings(document: dict[str, Any]) -> list[dict[str, Any]]:
-    return [f for host in document["hosts"] for f in host["findings"] or []]
+    """A fleet's findings (with ``--reports``: one split-brain per UUID, then the hosts')."""
+    cross = [{"kind": "split-brain"} for _ in document.get("split_brain", [])]
+    return cross + [f for host in document["hosts"] for f in host["findings"] or []]

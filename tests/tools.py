@@ -1,12 +1,18 @@
-"""External tools some tests need (systemd-analyze, promtool): missing means skip, or fail
-under NOVA_ORPHANS_REQUIRE_SERVICES=1 (scripts/setup.sh --test installs them)."""
+"""External tools some tests need (systemd-analyze, promtool, jq): missing means skip, or fail
+under NOVA_ORPHANS_REQUIRE_SERVICES=1 (scripts/setup.sh --test installs them); and the
+repository's own files, as git lists them."""
 
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
+import subprocess
 
 import pytest
+
+#: The repository's top directory.
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def tool(name: str, package: str) -> str:
@@ -18,3 +24,14 @@ def tool(name: str, package: str) -> str:
     if os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def repository_files() -> list[str]:
+    """The files git tracks, or would (untracked but not ignored), relative to ``ROOT``."""
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()

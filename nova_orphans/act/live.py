@@ -258,7 +258,7 @@ class LiveEffects:
         if not is_canonical_uuid(uuid):
             raise EffectError(f"purge: {uuid!r} is not a canonical UUID")
         if not os.path.lexists(path):
-            return f"nothing to purge: {path} is gone"
+            return f"{path} was already gone"
         refusal = path_refusal(root, path)
         if refusal is None and os.path.relpath(path, root).split(os.sep)[:-1] != [uuid]:
             refusal = f"{path} is not a quarantine directory of {uuid} under {root}"
@@ -272,7 +272,7 @@ class LiveEffects:
             raise EffectError(f"purge {uuid}: {os_reason(err)}") from err
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(path))  # the UUID's directory, once empty
-        return f"purged {path}"
+        return f"deleted {path}"
 
     def _domain(self, uuid: str) -> libvirt.virDomain:
         try:

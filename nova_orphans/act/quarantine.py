@@ -48,16 +48,21 @@ def entries(
 
     A quarantine directory whose manifest the journal does not know (the journal
     was lost or replaced) counts unless the manifest says it was restored, or
-    that the reap stopped before the undefine (a mere copy: counted only
-    ``with_copies``, for the retention purge).
+    that the reap stopped before the undefine (a mere copy). ``with_copies`` (for
+    the purges) counts both: a restored entry's directory, still on disk, and a
+    copy go after the retention like every other entry.
     """
+    done = journal.quarantine(include_done=True)
     found = journal.quarantine()
-    known = {(e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)}
+    if with_copies:
+        found += [e for e in done if e.restored_at and not e.purged_at
+                  and os.path.lexists(e.path)]  # fmt: skip
+    known = {(e.uuid, e.reaped_at) for e in done}
     for on_disk in manifests.scan(quarantine_root):
         saved = on_disk.manifest
-        if saved is None or (saved.uuid, saved.reaped_at) in known or saved.restored_at:
+        if saved is None or (saved.uuid, saved.reaped_at) in known:
             continue
-        if not saved.undefined and not with_copies:
+        if (saved.restored_at or not saved.undefined) and not with_copies:
             continue
         files = _files_dir(on_disk.directory)
         moved = paths.path_refusal(on_disk.directory, files) is None
@@ -177,7 +182,7 @@ def restore(
             conn.close()
     if saved is not None:
         _mark(directory, saved, "restored", start)
-    return f"restored {entry.uuid}: " + "; ".join(notes)
+    return "; ".join(notes)
 
 
 #: The journal's name for a restore step.

@@ -77,7 +77,7 @@ class RecordingEffects:
     def purge(self, uuid: str, directory: str) -> str:
         """Record; delete nothing."""
         self.calls.append(("purge", (uuid, directory)))
-        return f"would purge {directory}"
+        return f"would delete {directory}"
 
     def move_instance_files(self, uuid: str, directory: str) -> FilesResult:
         """Record; say where a live run would move the files (unless unsafe)."""

@@ -140,7 +140,8 @@ def reconciled(journal: Journal, uuid: str, now: datetime.datetime) -> str:
     An entry of ``uuid`` whose directory is gone was purged; one whose directory
     is still there stays listed (an expired one is purged again by the next pass).
     """
-    left = [e for e in journal.quarantine() if e.uuid == uuid]
+    # NOTE: a restored entry's directory is purged after the retention too.
+    left = [e for e in journal.quarantine(include_done=True) if e.uuid == uuid and not e.purged_at]
     gone = [e for e in left if not os.path.lexists(e.path)]
     for entry in gone:
         _close(journal, entry, now)

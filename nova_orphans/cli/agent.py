@@ -117,7 +117,7 @@ def build_agent(
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)
     transport = transport_from_conf(conf)
-    nova = NovaObserver(transport)
+    nova = NovaObserver(agent_loop.MeteredTransport(transport, metrics))
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     # NOTE: the lock comes before the journal is read or written: a second agent

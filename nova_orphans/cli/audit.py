@@ -82,7 +82,7 @@ def run_audit(args: argparse.Namespace) -> int:
             settings.compute_id_dirs,
             services=services_from_conf(conf, transport),
         )
-    return show(dataclasses.replace(result, holds=_holds(conf)), args.format)
+    return show(dataclasses.replace(result, holds=_holds(conf)), args)
 
 
 def _holds(conf: Any) -> dict[str, Hold]:
@@ -114,10 +114,10 @@ def run_demo(args: argparse.Namespace) -> int:
                 compute_id_dirs=(str(demo.state_path),),
                 services=demo.services,
             )
-    return show(result, args.format)
+    return show(result, args)
 
 
-def show(result: pipeline.AuditReport, fmt: str) -> int:
+def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
     """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
     orphans, else 0.
 
@@ -138,7 +138,8 @@ def show(result: pipeline.AuditReport, fmt: str) -> int:
             f"findings: {'; '.join(sorted(unknown))}",
             file=sys.stderr,
         )
-    print(report.render_json(result) if fmt == "json" else report.render_table(result))
+    as_json = args.format == "json"
+    print(report.render_json(result) if as_json else report.render_table(result, args.wide))
     if result.shared_volumes:
         return common.EXIT_SHARED_VOLUME
     return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK

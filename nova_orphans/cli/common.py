@@ -68,8 +68,13 @@ def add_host(parser: argparse.ArgumentParser) -> None:
 
 
 def add_format(parser: argparse.ArgumentParser) -> None:
-    """``--format table|json``."""
+    """``--format table|json`` and ``--wide``."""
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="tables with every column and the whole reason (default: they fit 100 columns)",
+    )
 
 
 def load_conf(args: argparse.Namespace, agent: bool = False) -> cfg.ConfigOpts:

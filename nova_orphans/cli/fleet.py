@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import datetime
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TextIO
 
 from nova_orphans import conf as config
+from nova_orphans import table
 from nova_orphans.cli import common
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
@@ -25,7 +28,7 @@ from nova_orphans.core.model import Selector
 from nova_orphans.fleet import render, render_reports, reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
-from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
+from nova_orphans.fleet.scan import OnProgress, Progress, Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
@@ -118,8 +121,11 @@ def handle_audit(args: argparse.Namespace) -> int:
     textfile = args.metrics_textfile
     if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
         raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
-    result = run_audit(settings, transport_from_conf(conf), common.now())
-    print(render.render_json(result) if args.format == "json" else render.render_table(result))
+    transport = transport_from_conf(conf)
+    with progress_line(sys.stderr) as progress:
+        result = run_audit(settings, transport, common.now(), progress=progress)
+    as_json = args.format == "json"
+    print(render.render_json(result) if as_json else render.render_table(result, args.wide))
     if textfile is not None:
         write_metrics(result, textfile)
     return exit_code(result)
@@ -166,8 +172,11 @@ def run_audit(
     now: datetime.datetime,
     scanner: Scanner = libvirt_scan,
     retry: Callable[[Callable[[], object]], object] | None = None,
+    progress: OnProgress | None = None,
 ) -> FleetReport:
-    """Audit the fleet; raises ``NovaError`` when Nova fails (nothing is concluded then)."""
+    """Audit the fleet; raises ``NovaError`` when Nova fails (nothing is concluded then).
+
+    ``progress`` is told how far the hosts' scan is (see ``scan_hosts``)."""
     nova = FleetNovaObserver(transport, retry=retry)
     known = nova.compute_hosts()
     hosts = settings.hosts or known
@@ -179,8 +188,59 @@ def run_audit(
         concurrency=settings.concurrency,
         timeout=settings.timeout,
         scanner=scanner,
+        progress=progress,
     )
     return fleet_audit(scans, nova, known, now, settings.deny, settings.instances_path)
+
+
+#: A host scanned this long is named in the progress line as one being waited on.
+SLOW_HOST_SECONDS = 3.0
+#: Hosts named at most in the progress line.
+SLOW_HOSTS_NAMED = 3
+
+
+@contextlib.contextmanager
+def progress_line(stream: TextIO) -> Iterator[OnProgress | None]:
+    """A progress line redrawn in place on ``stream`` while the hosts are scanned, and
+    wiped at the end; None (no progress at all) when ``stream`` is not a terminal.
+
+    NOTE: a script or a log file reading stderr gets only the error lines, never a
+    progress line.
+    """
+    if not stream.isatty():
+        yield None
+        return
+
+    def show(progress: Progress) -> None:
+        stream.write("\r" + table.cut(progress_text(progress), _columns(stream) - 1) + "\x1b[K")
+        stream.flush()
+
+    try:
+        yield show
+    finally:
+        stream.write("\r\x1b[K")
+        stream.flush()
+
+
+def progress_text(progress: Progress) -> str:
+    """One line: hosts scanned of all, unreachable ones, and the hosts being waited on."""
+    text = f"fleet audit: {progress.done}/{progress.total} hosts scanned"
+    if progress.unreachable:
+        text += f", {progress.unreachable} unreachable"
+    slow = [(h, s) for h, s in progress.scanning if s >= SLOW_HOST_SECONDS]
+    if slow:
+        named = ", ".join(f"{h} ({s:.0f} s)" for h, s in slow[:SLOW_HOSTS_NAMED])
+        more = f" and {len(slow) - SLOW_HOSTS_NAMED} more" if len(slow) > SLOW_HOSTS_NAMED else ""
+        text += f"; waiting on {named}{more}"
+    return text
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width; ``table.WIDTH`` when it does not say (0 columns, or no size)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or table.WIDTH
+    except (OSError, ValueError):
+        return table.WIDTH
 
 
 def exit_code(result: FleetReport) -> int:
@@ -208,7 +268,7 @@ def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int
     nova = FleetNovaObserver(transport_from_conf(conf))
     merged = merge_reports(parsed, nova, common.now(), max_age)
     out = render_reports.render_json(merged) if args.format == "json" else (
-        render_reports.render_table(merged))  # fmt: skip
+        render_reports.render_table(merged, args.wide))  # fmt: skip
     print(out)
     if merged.incomplete or merged.unattributed:
         return common.fail(EXIT_ERROR, render_reports.problems(merged))

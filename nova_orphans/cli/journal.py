@@ -13,6 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
+from nova_orphans import table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -68,6 +69,11 @@ def register(commands: Any) -> None:
     purge.add_argument("--older-than", type=_days, required=True, metavar="DAYS")
     purge.add_argument(
         "--dry-run", action="store_true", help="say what would be purged, delete nothing"
+    )
+    purge.add_argument(
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (asked only when standard input is a terminal)",
     )
     purge.set_defaults(handler=purge_quarantine)
 
@@ -135,13 +141,36 @@ def show_history(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([record for _, record, _ in events], indent=2))
         return common.EXIT_OK
-    for _, _, line in events:
+    rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
+    columns = HISTORY_WIDE if args.wide else HISTORY
+    for line in table.render(columns, [_history_cells(r, args.wide) for r in rows], args.wide):
         print(line)
     return common.EXIT_OK
 
 
-def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, str]]:
-    """(when, JSON record, table line) of every step, hold and release, newest first.
+#: ``history``'s columns, and with ``--wide``.
+HISTORY = (table.Column("WHEN (UTC)"), table.Column("UUID"), table.Column("EVENT", 14),
+           table.Column("OUTCOME", 10), table.Column("DETAIL"))  # fmt: skip
+HISTORY_WIDE = (table.Column("WHEN"), table.Column("UUID"), table.Column("KIND"),
+                table.Column("EVENT"), table.Column("OUTCOME"), table.Column("DETAIL"))  # fmt: skip
+#: One event's cells: uuid, kind, event, outcome, detail (``WHEN`` comes first).
+Cells = tuple[str, str, str, str, str]
+
+
+def _history_cells(row: tuple[str, ...], wide: bool) -> tuple[str, ...]:
+    """The cells of ``HISTORY_WIDE`` (``wide``) or ``HISTORY`` (no kind)."""
+    return row if wide else row[:2] + row[3:]
+
+
+def _when(at: datetime.datetime, wide: bool) -> str:
+    """A moment for a table: ISO 8601 with ``--wide``, else UTC to the minute."""
+    if wide:
+        return at.isoformat()
+    return at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, Cells]]:
+    """(when, JSON record, table cells) of every step, hold and release, newest first.
 
     A step's record is its intent with ``event`` "step"; a hold's and a release's
     have ``event``, ``uuid``, ``at`` and ``reason``.
@@ -151,22 +180,19 @@ def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime,
         moments = [("hold", h.since)] + ([("release", h.released_at)] if h.released_at else [])
         for event, at in moments:
             record = {"event": event, "uuid": h.uuid, "at": at.isoformat(), "reason": h.reason}
-            events.append((at, record, f"{at.isoformat()}  {h.uuid}  {event:<14}  {h.reason}"))
+            events.append((at, record, (h.uuid, "-", event, "-", h.reason)))
     # NOTE: sorted is stable: events of the same moment keep the order above.
     return sorted(events, key=lambda e: e[0], reverse=True)
 
 
-def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, str]]:
-    """(when, JSON record, table line) of each intent; its record has ``event`` "step"."""
+def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, Cells]]:
+    """(when, JSON record, table cells) of each intent; its record has ``event`` "step"."""
     events = []
     for i in intents:
-        dry = " (dry run)" if i.dry_run else ""
-        line = (
-            f"{i.started_at}  {i.uuid}  {i.kind:<9} {i.step:<4}{dry}  "
-            f"{i.outcome or 'OPEN'}  {i.detail or ''}"
-        )
+        event = f"{i.step} (dry run)" if i.dry_run else i.step
+        cells = (i.uuid, i.kind, event, i.outcome or "OPEN", i.detail or "")
         record = {"event": "step", **dataclasses.asdict(i)}
-        events.append((datetime.datetime.fromisoformat(i.started_at), record, line))
+        events.append((datetime.datetime.fromisoformat(i.started_at), record, cells))
     return events
 
 
@@ -195,11 +221,27 @@ def list_quarantine(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(rows, indent=2))
         return common.EXIT_OK
+    columns = QUARANTINE_WIDE if args.wide else QUARANTINE
+    found: list[tuple[str, ...]] = []
     for item in listed:
         e = item.entry
-        state = "restorable" if item.restorable else "NOT restorable"
-        print(f"{e.reaped_at}  {e.uuid}  {e.kind:<9} {state}: {item.detail}  {e.path}")
+        when, restorable = _when(e.reaped_time, args.wide), "yes" if item.restorable else "NO"
+        found.append(
+            (when, e.uuid, e.kind, restorable, item.detail, e.path)
+            if args.wide
+            else (when, e.uuid, restorable, item.detail)
+        )
+    for line in table.render(columns, found, args.wide):
+        print(line)
     return common.EXIT_OK
+
+
+#: ``quarantine list``'s columns, and with ``--wide`` (the directory too).
+QUARANTINE = (table.Column("REAPED (UTC)"), table.Column("UUID"), table.Column("RESTORE?"),
+              table.Column("HOLDS OR LACKS"))  # fmt: skip
+QUARANTINE_WIDE = (table.Column("REAPED"), table.Column("UUID"), table.Column("KIND"),
+                   table.Column("RESTORABLE"), table.Column("HOLDS OR LACKS"),
+                   table.Column("DIRECTORY"))  # fmt: skip
 
 
 def restore_guest(args: argparse.Namespace) -> int:
@@ -261,7 +303,7 @@ def _restore(
     if restored.warning:
         print(f"nova-orphans: warning: {restored.warning}", file=sys.stderr)
     print(
-        f"{restored.detail}; on hold: the agent leaves it alone until "
+        f"restored {entry.uuid}: {restored.detail}; on hold: the agent leaves it alone until "
         f"`nova-orphans release {entry.uuid}`"
     )
     return common.EXIT_OK
@@ -289,26 +331,58 @@ def release_guest(args: argparse.Namespace) -> int:
 def purge_quarantine(args: argparse.Namespace) -> int:
     """Delete quarantine entries older than ``--older-than`` days (``--dry-run``: only say so).
 
-    A quarantine directory that neither the journal nor a readable manifest
-    describes stops the purge before anything is deleted.
+    From a terminal, the entries are listed and the purge asks for confirmation
+    first (``--yes`` does not ask). A quarantine directory that neither the
+    journal nor a readable manifest describes stops the purge before anything
+    is deleted.
     """
     journal, paths, conf = _journal(args)
     unknown = quarantine.unknown_directories(journal, paths.quarantine)
     if unknown:
         raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
+    now, older_than = common.now(), datetime.timedelta(days=args.older_than)
+    due = retention.expired(journal, paths.quarantine, now, older_than)
+    if not due:
+        print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
+        return common.EXIT_OK
+    if not (args.dry_run or args.yes) and sys.stdin.isatty() and not _confirmed(due):
+        print("nothing purged")
+        return common.EXIT_OK
     effects = cli_agent.build_effects(conf, config.host_settings(conf), paths, args.dry_run)
     try:
         purged = retention.purge_expired(
             effects,
             journal,
             paths.quarantine,
-            common.now(),
-            datetime.timedelta(days=args.older_than),
+            now,
+            older_than,
             args.dry_run,
             wait=QUARANTINE_WAIT,
         )
     finally:
         effects.close()
     for p in purged:
-        print(f"{p.outcome:<6} {p.entry.uuid} {p.entry.reaped_at}: {p.detail}")
+        print(_purged_line(p))
     return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK
+
+
+def _confirmed(due: list[QuarantineEntry]) -> bool:
+    """List what would be purged and ask the operator at the terminal; True for yes.
+
+    NOTE: the purge is the one irreversible step; a script (no terminal) is not asked.
+    """
+    for entry in due:
+        print(f"would purge {entry.uuid} (reaped {entry.reaped_at}): {entry.path}")
+    entries = f"{len(due)} entries" if len(due) > 1 else "this entry"
+    print(f"purge {entries} for good? [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _purged_line(p: retention.Purged) -> str:
+    """One purged entry for the operator: what happened, to which entry, and the detail."""
+    what = f"{p.entry.uuid} (reaped {p.entry.reaped_at})"
+    if p.outcome == "failed":
+        return f"FAILED to purge {what}: {p.detail}"
+    if p.dry_run:
+        return f"would purge {what}: {p.detail}"
+    return f"purged {what}: {p.detail}"

@@ -71,53 +71,60 @@ def classify(
 def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding | None:
     server = nova.servers_here.get(domain.uuid) or nova.lookups.get(domain.uuid)
 
-    def finding(kind: Kind, reason: str) -> Finding:
-        return Finding(domain.uuid, domain.name, kind, reason, domain, server)
+    def finding(kind: Kind, reason: str, brief: str) -> Finding:
+        return Finding(domain.uuid, domain.name, kind, reason, domain, server, brief=brief)
 
     if deny.covers(domain):
-        return finding(Kind.PROTECTED, "deny-listed by the operator")
+        return finding(Kind.PROTECTED, "deny-listed by the operator", "deny-listed")
     if server is not None and managed_here(server, nova.host):
         return None
     if domain.metadata is None:
-        why = "no Nova metadata in the domain XML: treated as made outside Nova"
         if domain.metadata_error:
             why = f"unreadable Nova metadata ({domain.metadata_error}); treated as not Nova's"
-        return finding(Kind.FOREIGN, why)
+            return finding(Kind.FOREIGN, why, "unreadable Nova metadata")
+        why = "no Nova metadata in the domain XML: treated as made outside Nova"
+        return finding(Kind.FOREIGN, why, "no Nova metadata")
     protection = _protection(domain.uuid, server, nova)
     if protection:
-        return finding(Kind.PROTECTED, protection)
+        return finding(Kind.PROTECTED, *protection)
     if server is None:
         # NOTE: archived or purged rows are the usual cause, but a restored database
         # or another cloud's guest look the same: the reason states only the fact.
-        return finding(Kind.UNKNOWN, "Nova has no record of this server, live or deleted")
+        why = "Nova has no record of this server, live or deleted"
+        return finding(Kind.UNKNOWN, why, "no Nova record")
     if server.deleted:
         when = server.deleted_at.isoformat() if server.deleted_at else "an unknown time"
         reason = f"Nova deleted the server at {when}; the guest was left behind"
-        return finding(Kind.DELETED, reason)
-    return finding(Kind.MISPLACED, _misplaced_reason(domain.uuid, server, nova))
+        brief = f"deleted {server.deleted_at:%Y-%m-%d %H:%M}" if server.deleted_at else "deleted"
+        return finding(Kind.DELETED, reason, brief)
+    return finding(Kind.MISPLACED, *_misplaced_reason(domain.uuid, server, nova))
 
 
-def _protection(uuid: str, server: Server | None, nova: NovaView) -> str | None:
-    """Why this guest must not be treated as an orphan now, or None."""
+def _protection(uuid: str, server: Server | None, nova: NovaView) -> tuple[str, str] | None:
+    """Why this guest must not be treated as an orphan now (reason, brief), or None."""
     if server is not None and not server.deleted:
         if server.vm_state == SOFT_DELETED_VM_STATE:
-            return "SOFT_DELETED: the server can still be restored"
+            return "SOFT_DELETED: the server can still be restored", "SOFT_DELETED"
         if server.task_state:
-            return f"task_state {server.task_state}: Nova is working on this server"
+            why = f"task_state {server.task_state}: Nova is working on this server"
+            return why, f"task_state {server.task_state}"
         if server.vm_state == RESIZED_VM_STATE:
-            return "vm_state RESIZED: a resize or cold migration awaits confirmation"
+            why = "vm_state RESIZED: a resize or cold migration awaits confirmation"
+            return why, "vm_state RESIZED"
     for migration in nova.migrations_of(uuid):
         if migration.status in MIGRATION_IN_PROGRESS:
             return (
                 f"{_name(migration)} in progress "
-                f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})"
+                f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})",
+                f"{_name(migration)} in progress",
             )
         if migration.status in MIGRATION_AWAITING_CONFIRM:
             # NOTE: until confirm or revert, either end may be the one Nova keeps.
             return (
                 f"{_name(migration)} awaits confirmation "
                 f"({migration.source_compute} -> {migration.dest_compute})"
-                + _role(migration, nova.host)
+                + _role(migration, nova.host),
+                f"{_name(migration)} awaits confirmation",
             )
     return None
 
@@ -135,25 +142,27 @@ def _role(migration: Migration, host: str) -> str:
     return ""
 
 
-def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> str:
+def _misplaced_reason(uuid: str, server: Server, nova: NovaView) -> tuple[str, str]:
+    """(reason, brief) of a guest Nova places elsewhere or nowhere."""
     if server.vm_state == SHELVED_OFFLOADED_VM_STATE:
-        return "shelved-offloaded: Nova keeps no guest on any host for it"
+        return "shelved-offloaded: Nova keeps no guest on any host for it", "shelved-offloaded"
     if server.host is None:
         # NOTE: e.g. a build that failed after defining the domain: Nova puts the
         # server in ERROR with no host, and the domain stays behind.
         return (
             f"Nova places this server on no host (vm_state {server.vm_state}): "
-            "no guest of it should exist on any host"
+            "no guest of it should exist on any host",
+            f"Nova: on no host ({server.vm_state})",
         )
     touching = [
         m for m in nova.migrations_of(uuid) if nova.host in (m.source_compute, m.dest_compute)
     ]
-    where = f"Nova places this server on {server.host}, not here"
+    where, brief = f"Nova places this server on {server.host}, not here", f"Nova: on {server.host}"
     if not touching:
-        return f"{where}; Nova lists no migration of it touching this host"
+        return f"{where}; Nova lists no migration of it touching this host", brief
     latest = max(touching, key=lambda m: m.created_at or "")
     role = "source" if latest.source_compute == nova.host else "destination"
-    return f"{_name(latest)} {role}: {where} (migration {latest.status})"
+    return f"{_name(latest)} {role}: {where} (migration {latest.status})", brief
 
 
 def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:
@@ -167,6 +176,7 @@ def _lost(domains: list[Domain], nova: NovaView) -> list[Finding]:
             "but libvirt has no such domain",
             None,
             server,
+            brief=f"no domain (Nova: here, {server.vm_state})",
         )
         for uuid, server in nova.servers_here.items()
         if uuid not in present

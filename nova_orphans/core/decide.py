@@ -106,7 +106,13 @@ def _brake(
     servers_here: int,
     identity: Verdict,
 ) -> str | None:
-    """Why the world looks too wrong to act in, or None."""
+    """Why the world looks too wrong to act in, or None.
+
+    NOTE: a log-only policy acts on nothing anyway: no brake, so a deployment
+    that only reports is not told every cycle that it is braked.
+    """
+    if not policy.acts:
+        return None
     if not identity.verified:
         return identity.reason
     lost = sum(1 for f in findings if f.kind is Kind.LOST)

@@ -105,4 +105,5 @@ def _split_brain(domain: Domain, view: NovaView, hosts: list[str]) -> Finding:
     else:
         nova_says = f"Nova places it on {server.host or 'no host'}"
     reason = f"running on {len(hosts)} hosts at once ({', '.join(hosts)}); {nova_says}"
-    return Finding(domain.uuid, domain.name, Kind.SPLIT_BRAIN, reason, domain, server)
+    brief = f"running on {len(hosts)} hosts"
+    return Finding(domain.uuid, domain.name, Kind.SPLIT_BRAIN, reason, domain, server, brief=brief)

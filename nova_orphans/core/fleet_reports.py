@@ -54,6 +54,8 @@ class ReportedFinding:
     reason: str
     #: What the guest consumed when the report was written (None: the report does not say).
     usage: Usage | None = None
+    #: The reason in a few words (empty when the report has none).
+    brief: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -253,3 +253,10 @@ class Finding:
     #: What the guest can break now (``core/danger.py``), the worst first; None when
     #: its dangers were not looked for (not an orphan with a domain, or no services asked).
     dangers: tuple[Danger, ...] | None = None
+    #: The reason in a few words, for a table that fits a terminal (empty: the reason).
+    brief: str = ""
+
+    @property
+    def short_reason(self) -> str:
+        """``brief``, or the whole reason when the finding has no brief one."""
+        return self.brief or self.reason

@@ -72,6 +72,11 @@ class Policy:
         """
         return math.ceil(seconds / self.interval) if seconds > 0 else 0
 
+    @property
+    def acts(self) -> bool:
+        """Whether any kind of finding may be stopped or reaped (else the agent only logs)."""
+        return any(self.action_for(kind) is not Action.LOG for kind in ACTIONABLE_KINDS)
+
     def action_for(self, kind: Kind) -> Action:
         """The configured action for ``kind``; never anything but LOG outside ACTIONABLE_KINDS."""
         if kind not in ACTIONABLE_KINDS:

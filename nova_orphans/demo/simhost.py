@@ -270,7 +270,7 @@ class SimulatedEffects:
         if os.path.isdir(directory):
             shutil.rmtree(directory)
         self._done("purge", uuid)
-        return f"purged {directory}"
+        return f"deleted {directory}"
 
     def close(self) -> None:
         """Nothing to release."""

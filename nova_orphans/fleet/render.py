@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from nova_orphans import report
+from nova_orphans import report, table
 from nova_orphans.core import cost
 from nova_orphans.core import leftovers as host_side
 from nova_orphans.core.model import Finding, Kind
@@ -35,7 +35,7 @@ def render_json(fleet: FleetReport) -> str:
             "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
             "summary": _summary_record(fleet),
         },
-        fleet.findings,
+        (f.kind for f in fleet.findings),
     )
 
 
@@ -116,27 +116,25 @@ def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
     return lines
 
 
-def render_table(fleet: FleetReport) -> str:
-    """The fleet report as aligned tables, one per host, and a summary line."""
-    rows = [report.table_row(f) for f in fleet.findings]
-    widths = [
-        max(len(r[i]) for r in [report.COLUMNS, *rows]) for i in range(len(report.COLUMNS) - 1)
-    ]
+def render_table(fleet: FleetReport, wide: bool = False) -> str:
+    """The fleet report as tables with a header, one per host (each finding followed by
+    its leftovers), and a summary line; within ``table.WIDTH`` columns unless ``wide``."""
     lines: list[str] = []
     for host in fleet.hosts:
-        lines.append(_host_line(host))
+        lines += table.fit(_host_line(host), wide)
         if host.findings:
-            lines.append("  " + _aligned(report.COLUMNS, widths))
-            lines.extend(_finding_lines(f, widths, fleet.instances_path) for f in host.findings)
-    lines.extend(untracked_lines(fleet))
-    lines.append(summary(fleet))
+            rows = [report.table_row(f, wide=wide) for f in host.findings]
+            header, *found = table.render(report.columns(wide), rows, wide, indent="  ")
+            lines.append(header)
+            for line, finding in zip(found, host.findings, strict=True):
+                lines.append(line)
+                extra = leftovers(finding, fleet.instances_path)
+                if extra:
+                    lines += table.fit("leftovers: " + "; ".join(extra), wide, indent="    ")
+    for line in untracked_lines(fleet):
+        lines += table.fit(line, wide)
+    lines += table.fit(summary(fleet), wide)
     return "\n".join(lines)
-
-
-def _finding_lines(finding: Finding, widths: list[int], instances_path: str) -> str:
-    line = "  " + _aligned(report.table_row(finding), widths)
-    extra = leftovers(finding, instances_path)
-    return line + ("\n    leftovers: " + "; ".join(extra) if extra else "")
 
 
 def _host_line(host: HostReport) -> str:
@@ -147,11 +145,6 @@ def _host_line(host: HostReport) -> str:
     else:
         notes.append(f"{len(host.findings)} finding(s)")
     return f"{head}: {'; '.join(notes)}"
-
-
-def _aligned(row: tuple[str, ...], widths: list[int]) -> str:
-    cells = "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True))
-    return f"{cells}  {row[-1]}"
 
 
 def summary(fleet: FleetReport) -> str:

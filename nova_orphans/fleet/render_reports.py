@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import collections
-import json
 from typing import Any
 
+from nova_orphans import report, table
 from nova_orphans.core import cost
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
@@ -13,8 +13,11 @@ from nova_orphans.fleet import render
 
 
 def render_json(fleet: MergedFleet) -> str:
-    """The merged fleet as one JSON document."""
-    return json.dumps(
+    """The merged fleet as one JSON document of the versioned shape (``report.versioned_json``;
+    ``counts``: one split-brain per UUID running on two trusted hosts, and the trusted hosts'
+    own findings)."""
+    kinds = [Kind.SPLIT_BRAIN] * len(fleet.split_brain) + list(_kinds(fleet).elements())
+    return report.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
             "source": "reports",
@@ -26,7 +29,7 @@ def render_json(fleet: MergedFleet) -> str:
             "unreadable": [{"source": b.source, "reason": b.reason} for b in fleet.unattributed],
             "summary": _summary_record(fleet),
         },
-        indent=2,
+        kinds,
     )
 
 
@@ -41,25 +44,25 @@ def _cross(item: CrossHost) -> dict[str, Any]:
 
 
 def _host(host: HostStanding) -> dict[str, Any]:
-    report = host.report
+    seen = host.report
     return {
         "host": host.host,
         "status": host.standing.value,
         "known_to_nova": host.known_to_nova,
         "report": None
-        if report is None
+        if seen is None
         else {
-            "source": report.source,
-            "checked_at": report.checked_at.isoformat(),
-            "identity": report.identity,
+            "source": seen.source,
+            "checked_at": seen.checked_at.isoformat(),
+            "identity": seen.identity,
         },
         "notes": list(host.notes),
         # NOTE: only a trusted report's findings are shown as findings.
         "findings": [
             vars(f) | {"kind": f.kind.value, "usage": vars(f.usage) if f.usage else None}
-            for f in report.findings
+            for f in seen.findings
         ]
-        if host.trusted and report is not None
+        if host.trusted and seen is not None
         else None,
     }
 
@@ -100,18 +103,33 @@ def _ranking(fleet: MergedFleet) -> list[tuple[str, cost.Untracked]]:
     )
 
 
-def render_table(fleet: MergedFleet) -> str:
-    """The merged fleet for people: cross-host findings, each host, a summary line."""
-    lines = [f"SPLIT-BRAIN {c.uuid} {c.name}: {c.reason}" for c in fleet.split_brain]
-    lines += [f"moved between reports {c.uuid} {c.name}: {c.reason}" for c in fleet.moved]
-    lines += [f"duplicate {c.uuid} {c.name}: defined on {c.reason}" for c in fleet.duplicates]
+#: Findings across hosts: split-brain, moved between reports, duplicates.
+CROSS_COLUMNS = (table.Column("ACROSS HOSTS", 12), table.Column("UUID"), table.Column("NAME", 20),
+                 table.Column("REASON"))  # fmt: skip
+#: Each trusted host's own findings, as its audit classified them.
+HOST_COLUMNS = (table.Column("KIND", 11), table.Column("UUID"), table.Column("NAME", 20),
+                table.Column("REASON"))  # fmt: skip
+
+
+def render_table(fleet: MergedFleet, wide: bool = False) -> str:
+    """The merged fleet for people: cross-host findings, each host, a summary line, with
+    a header over each table; within ``table.WIDTH`` columns unless ``wide``."""
+    cross = [("SPLIT-BRAIN", c.uuid, c.name, c.reason) for c in fleet.split_brain]
+    cross += [("moved", c.uuid, c.name, c.reason) for c in fleet.moved]
+    cross += [("duplicate", c.uuid, c.name, f"defined on {c.reason}") for c in fleet.duplicates]
+    lines = table.render(CROSS_COLUMNS, cross, wide) if cross else []
     for host in fleet.hosts:
-        lines.append(_host_line(host))
-        lines += [f"    note: {n}" for n in host.notes]
-        lines += [f"  {f.kind.value}  {f.uuid}  {f.name}  {f.reason}" for f in host.findings]
-    lines += [f"UNREADABLE {b.source}: {b.reason}" for b in fleet.unattributed]
-    lines += render.ranking_lines(_ranking(fleet))
-    lines.append(summary(fleet))
+        lines += table.fit(_host_line(host), wide)
+        for note in host.notes:
+            lines += table.fit(f"note: {note}", wide, indent="    ")
+        rows = [(f.kind.value, f.uuid, f.name, f.reason if wide else f.brief or f.reason)
+                for f in host.findings]  # fmt: skip
+        lines += table.render(HOST_COLUMNS, rows, wide, indent="  ") if rows else []
+    for bad in fleet.unattributed:
+        lines += table.fit(f"UNREADABLE {bad.source}: {bad.reason}", wide)
+    for line in render.ranking_lines(_ranking(fleet)):
+        lines += table.fit(line, wide)
+    lines += table.fit(summary(fleet), wide)
     return "\n".join(lines)
 
 

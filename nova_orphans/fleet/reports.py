@@ -150,9 +150,19 @@ def _domain(item: Any, index: int) -> SeenDomain:
 def _finding(item: Any, index: int) -> ReportedFinding:
     uuid, name, kind, reason = _fields(item, f"findings[{index}]", "uuid", "name", "kind", "reason")
     try:
-        return ReportedFinding(uuid, name, Kind(kind), reason, _usage(item.get("usage")))
+        kind_of = Kind(kind)
     except ValueError:
         raise ValueError(f"findings[{index}]: unknown kind {kind!r}") from None
+    # NOTE: "brief" is optional (a report of an older nova-orphans has none).
+    brief = item.get("brief")
+    return ReportedFinding(
+        uuid,
+        name,
+        kind_of,
+        reason,
+        _usage(item.get("usage")),
+        brief if isinstance(brief, str) else "",
+    )
 
 
 def _usage(item: Any) -> Usage | None:

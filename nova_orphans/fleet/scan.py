@@ -26,6 +26,23 @@ from nova_orphans.observe.hypervisor import LibvirtObserver
 #: Scans one libvirt URI: every domain, or raises ``ObserveError``.
 Scanner = Callable[[str], Sequence[Domain]]
 Clock = Callable[[], float]
+#: Seconds between two progress reports while no scan ends.
+PROGRESS_TICK = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """Where a fleet scan is: hosts done (of which unreachable) of all, and the hosts
+    still being scanned with the seconds each has taken so far, longest first."""
+
+    done: int
+    total: int
+    unreachable: int
+    scanning: tuple[tuple[str, float], ...]
+
+
+#: Told the progress after each host and every ``PROGRESS_TICK`` seconds.
+OnProgress = Callable[[Progress], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +87,14 @@ def scan_hosts(
     timeout: float,
     scanner: Scanner = libvirt_scan,
     clock: Clock = time.monotonic,
+    progress: OnProgress | None = None,
 ) -> list[HostScan]:
     """Scan every host, ``concurrency`` at a time, each within ``timeout`` seconds.
 
     Returns one ``HostScan`` per host, in the order of ``hosts``. A libvirt
     failure or a timeout makes that host unreachable; the others are unaffected.
-    Errors other than ``ObserveError`` are bugs and are raised here.
+    Errors other than ``ObserveError`` are bugs and are raised here. ``progress``
+    is told how far the scan is after each host and every ``PROGRESS_TICK`` seconds.
     """
     if concurrency < 1 or timeout <= 0:
         raise ValueError("concurrency must be >= 1 and timeout > 0")
@@ -83,12 +102,24 @@ def scan_hosts(
     done: queue.Queue[tuple[str, tuple[Domain, ...] | None, BaseException | None]] = queue.Queue()
     in_flight: dict[str, _InFlight] = {}
     results: dict[str, HostScan] = {}
+    tick = PROGRESS_TICK if progress else None
     while waiting or in_flight:
         while waiting and len(in_flight) < concurrency:
             host = waiting.popleft()
             in_flight[host] = _start(host, uri_for(template, host), scanner, done, clock)
-        _collect(done, in_flight, results, timeout, clock)
+        _collect(done, in_flight, results, timeout, clock, tick)
+        if progress:
+            progress(_progress(results, in_flight, len(waiting) + len(in_flight), clock()))
     return [results[h] for h in hosts]
+
+
+def _progress(
+    results: dict[str, HostScan], in_flight: dict[str, _InFlight], left: int, now: float
+) -> Progress:
+    scanning = sorted(((h, now - f.started) for h, f in in_flight.items()),
+                      key=lambda item: (-item[1], item[0]))  # fmt: skip
+    unreachable = sum(1 for r in results.values() if not r.reachable)
+    return Progress(len(results), len(results) + left, unreachable, tuple(scanning))
 
 
 def _start(
@@ -115,11 +146,14 @@ def _collect(
     results: dict[str, HostScan],
     timeout: float,
     clock: Clock,
+    tick: float | None = None,
 ) -> None:
-    """Wait for one scan to end or the earliest deadline to pass; record what happened."""
+    """Wait for one scan to end, the earliest deadline to pass or (``tick``) that many
+    seconds; record what happened."""
     deadline = min(f.started for f in in_flight.values()) + timeout
+    wait = max(0.0, deadline - clock())
     try:
-        host, domains, exc = done.get(timeout=max(0.0, deadline - clock()))
+        host, domains, exc = done.get(timeout=wait if tick is None else min(wait, tick))
     except queue.Empty:
         _expire(in_flight, results, timeout, clock)
         return

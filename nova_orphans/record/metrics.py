@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 
 import prometheus_client as prom
@@ -15,6 +16,41 @@ from nova_orphans.version import tool_version
 ABORT_REASONS = ("nova", "libvirt", "identity", "journal", "brake")
 #: How a destructive step ended (``nova_orphans_actions_total{outcome}``).
 OUTCOMES = ("done", "skipped", "failed")
+#: The kinds of Nova request the tool makes (``nova_orphans_nova_requests_total{endpoint}``).
+NOVA_ENDPOINTS = (
+    "servers",  # GET /servers/detail: the listings
+    "server",  # GET /servers/{id}: one lookup
+    "server-migrations",  # GET /servers/{id}/migrations
+    "migrations",  # GET /os-migrations
+    "services",  # GET /os-services
+    "hypervisors",  # GET /os-hypervisors/detail
+    "other",
+)
+#: How a Nova request ended: its HTTP status class, or ``error`` when no answer came.
+NOVA_STATUSES = ("2xx", "3xx", "4xx", "5xx", "error")
+_COLLECTIONS = {"os-migrations": "migrations", "os-services": "services",
+                "os-hypervisors": "hypervisors"}  # fmt: skip
+
+
+def nova_endpoint(request: str) -> str:
+    """The kind of a Nova request (one of ``NOVA_ENDPOINTS``), from its path or next link."""
+    segments = [s for s in urllib.parse.urlsplit(request).path.split("/") if s]
+    for i, segment in enumerate(segments):
+        if segment in _COLLECTIONS:
+            return _COLLECTIONS[segment]
+        if segment == "servers":
+            rest = segments[i + 1 :]
+            if not rest or rest[0] == "detail":
+                return "servers"
+            return "server-migrations" if rest[1:2] == ["migrations"] else "server"
+    return "other"
+
+
+def nova_status(status: int | None) -> str:
+    """The status class of an HTTP status (one of ``NOVA_STATUSES``); None: no answer."""
+    if status is None or not 200 <= status < 600:
+        return "error"
+    return f"{status // 100}xx"
 
 
 class Metrics:
@@ -107,10 +143,29 @@ class Metrics:
             ["danger"],
             registry=self.registry,
         )
+        self.nova_requests = prom.Counter(
+            "nova_orphans_nova_requests",
+            "Requests to Nova's API, by endpoint and status class (error: no answer).",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+        self.nova_request_duration = prom.Histogram(
+            "nova_orphans_nova_request_duration_seconds",
+            "Duration of a request to Nova's API, by endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        # NOTE: the process's CPU, memory, open files and start time, as every exporter has.
+        prom.ProcessCollector(registry=self.registry)
         for kind in Kind:
             self.findings.labels(kind=kind.value)
         for danger in DangerKind:
             self.dangers.labels(danger=danger.value)
+        for endpoint in NOVA_ENDPOINTS:
+            self.nova_request_duration.labels(endpoint=endpoint)
+            for status in NOVA_STATUSES:
+                self.nova_requests.labels(endpoint=endpoint, status=status)
         # NOTE: every labelled series exists from the start at 0 (findings above), so
         # rate() and alerts see the first event, and a missing series never reads as "none".
         for step in Step:
@@ -132,6 +187,12 @@ class Metrics:
         self.untracked_disk.set(untracked.disk_bytes)
         for danger in DangerKind:
             self.dangers.labels(danger=danger.value).set(dangers.get(danger, 0))
+
+    def nova_request(self, request: str, status: int | None, seconds: float) -> None:
+        """Count and time one Nova request (``status`` None: no answer came)."""
+        endpoint = nova_endpoint(request)
+        self.nova_requests.labels(endpoint=endpoint, status=nova_status(status)).inc()
+        self.nova_request_duration.labels(endpoint=endpoint).observe(seconds)
 
     def serve(self, address: str, port: int) -> None:
         """Expose the metrics over HTTP (loopback by default)."""

@@ -6,12 +6,22 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from nova_orphans.agent import MeteredTransport
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
 from nova_orphans.demo.simnova import Fault
-from nova_orphans.record.metrics import ABORT_REASONS, OUTCOMES, Metrics
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.record.metrics import (
+    ABORT_REASONS,
+    NOVA_ENDPOINTS,
+    NOVA_STATUSES,
+    OUTCOMES,
+    Metrics,
+    nova_endpoint,
+)
 from nova_orphans.version import tool_version
 from tests.agent.simworld import SimWorld
 
@@ -31,6 +41,12 @@ def test_every_labelled_series_exists_at_zero_before_any_event():
                 assert sample(metrics, "nova_orphans_actions_total", **labels) == 0, labels
     for reason in ABORT_REASONS:
         assert sample(metrics, "nova_orphans_cycles_aborted_total", reason=reason) == 0
+    for endpoint in NOVA_ENDPOINTS:
+        for status in NOVA_STATUSES:
+            labels = {"endpoint": endpoint, "status": status}
+            assert sample(metrics, "nova_orphans_nova_requests_total", **labels) == 0, labels
+        count = "nova_orphans_nova_request_duration_seconds_count"
+        assert sample(metrics, count, endpoint=endpoint) == 0
     assert {"nova", "libvirt", "identity", "brake"} <= set(ABORT_REASONS)
 
 
@@ -107,3 +123,90 @@ def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
     assert samples[("nova_orphans_last_success_timestamp_seconds", ())] == 0
     assert samples[("nova_orphans_cycles_aborted_total", (("reason", "nova"),))] == 1
     assert samples[("nova_orphans_build_info", (("version", tool_version()),))] == 1
+    # The failed request is counted as one that got no answer; the process is described.
+    errors = sum(
+        value
+        for (name, labels), value in samples.items()
+        if name == "nova_orphans_nova_requests_total" and ("status", "error") in labels
+    )
+    assert errors >= 1
+    assert samples[("process_resident_memory_bytes", ())] > 0
+
+
+def test_a_log_only_agent_raises_no_brake_and_logs_no_error(tmp_path, caplog):
+    """Every action `log` (the default deployment): a world that would brake an acting
+    agent is reported, with no brake state, no aborted cycle and no ERROR line."""
+    world = SimWorld(tmp_path, actions={}, brake_min_orphans=2, max_orphan_fraction=0.5)
+    world.boot("managed")
+    for i in range(3):
+        world.orphan(f"gone-{i}", Kind.DELETED)
+    metrics = world.agent.metrics
+    with caplog.at_level("INFO"):
+        for _ in range(2):
+            result = world.cycle()
+            assert result.plan is not None and result.plan.brake is None
+            assert result.exit_code == 3
+    assert sample(metrics, "nova_orphans_brake_engaged") == 0
+    assert sample(metrics, "nova_orphans_cycles_aborted_total", reason="brake") == 0
+    assert sample(metrics, "nova_orphans_findings", kind="deleted") == 3
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+@pytest.mark.parametrize(
+    ("request_path", "endpoint"),
+    [
+        ("/servers/detail?host=cmp-1&all_tenants=1", "servers"),
+        ("http://nova:8774/v2.1/servers/detail?marker=abc", "servers"),
+        ("/servers/6f1c2a8e-0000-4000-8000-000000000001", "server"),
+        ("/servers/6f1c2a8e-0000-4000-8000-000000000001/migrations", "server-migrations"),
+        ("/os-migrations?host=cmp-1", "migrations"),
+        ("https://nova/compute/v2.1/os-migrations?marker=7", "migrations"),
+        ("/os-services?binary=nova-compute", "services"),
+        ("/os-hypervisors/detail?hypervisor_hostname_pattern=cmp-1", "hypervisors"),
+        ("/flavors", "other"),
+    ],
+)
+def test_nova_requests_are_counted_by_the_kind_of_endpoint(request_path, endpoint):
+    assert nova_endpoint(request_path) == endpoint
+
+
+def test_every_nova_request_of_a_cycle_is_counted_and_timed_by_endpoint_and_status(tmp_path):
+    world = SimWorld(tmp_path)
+    world.boot("managed")
+    world.orphan("gone", Kind.DELETED)
+    metrics = world.agent.metrics
+    calls: list[str] = []
+
+    class Counting:
+        def get(self, path: str) -> tuple[int, object]:
+            calls.append(path)
+            return world.nova.get(path)
+
+    world.agent.nova = NovaObserver(MeteredTransport(Counting(), metrics), retry=lambda c: c())
+    world.cycle()
+    counted = {
+        (endpoint, status): sample(
+            metrics, "nova_orphans_nova_requests_total", endpoint=endpoint, status=status
+        )
+        for endpoint in NOVA_ENDPOINTS
+        for status in NOVA_STATUSES
+    }
+    assert sum(counted.values()) == len(calls) > 0
+    assert counted[("servers", "2xx")] >= 1
+    assert counted[("migrations", "2xx")] >= 1
+    timed = sum(
+        sample(metrics, "nova_orphans_nova_request_duration_seconds_count", endpoint=e)
+        for e in NOVA_ENDPOINTS
+    )
+    assert timed == len(calls)
+
+    world.nova.inject(Fault.SERVER_ERROR, times=1)
+    calls.clear()
+    assert world.cycle().error
+    assert (
+        sum(
+            sample(metrics, "nova_orphans_nova_requests_total", endpoint=e, status="5xx")
+            for e in NOVA_ENDPOINTS
+        )
+        == 1
+    )

@@ -99,7 +99,8 @@ def test_dry_runs_beside_the_live_agent_never_advance_its_sightings(tmp_path, de
     assert Journal(str(state / "journal.sqlite")).history() == []
     # ``history`` shows the dry run's intent, marked as such.
     assert cli.main(["history", "--config-file", str(conf)]) == cli.EXIT_OK
-    (line,) = capsys.readouterr().out.splitlines()
+    header, line = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["WHEN", "(UTC)", "UUID"]
     assert DB_OLD in line and "stop (dry run)" in line and "done" in line
 
 

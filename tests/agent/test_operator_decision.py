@@ -86,9 +86,10 @@ def test_a_guest_started_after_the_agent_stopped_it_is_on_hold_and_never_stopped
     assert [e["event"] for e in events] == ["hold", "step"]
     assert events[0]["reason"] == hold.reason and events[1]["step"] == "stop"
     capsys.readouterr()
-    assert cli.main(["history", "--config-file", conf_for(tmp_path)]) == 0
+    assert cli.main(["history", "--config-file", conf_for(tmp_path), "--wide"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert f"{gone}  hold" in table[0] and hold.reason in table[0]
+    assert table[0].split()[:3] == ["WHEN", "UUID", "KIND"]
+    assert f"{gone}  -        hold" in table[1] and table[1].endswith(hold.reason)
 
 
 def test_a_released_guest_is_acted_on_again_only_after_fresh_sightings(tmp_path, capsys):

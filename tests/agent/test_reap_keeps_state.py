@@ -124,7 +124,7 @@ def test_the_retention_purge_is_journaled_intent_before_outcome_after(tmp_path):
     world.cycle(DAY)
     assert seen == [[("purge", None)]]  # the intent was open while the directory went
     (intent,) = world.journal.history(OLD)
-    assert (intent.step, intent.outcome, intent.detail) == ("purge", "done", f"purged {directory}")
+    assert (intent.step, intent.outcome, intent.detail) == ("purge", "done", f"deleted {directory}")
     assert world.journal.quarantine() == []
 
 
@@ -155,7 +155,7 @@ def test_a_dry_run_journals_the_purge_it_would_do_and_deletes_nothing(tmp_path):
     assert (intent.step, intent.dry_run, intent.detail) == (
         "purge",
         True,
-        f"would purge {directory}",
+        f"would delete {directory}",
     )
     assert [e.uuid for e in world.journal.quarantine()] == [OLD]
 

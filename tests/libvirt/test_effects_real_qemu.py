@@ -148,7 +148,7 @@ def test_reap_undefines_and_restore_brings_back_the_identical_definition(
     assert sorted(os.listdir(entry.path)) == ["domain.xml", "manifest.json"]
 
     detail = quarantine.restore(entry, qemu_system_uri, instances)
-    assert detail == f"restored {uuid}: defined {dom.name()}"
+    assert detail == f"defined {dom.name()}"
     restored = conn.lookupByUUIDString(uuid)
     assert _canonical(restored.XMLDesc(INACTIVE)) == _canonical(before)
     assert not restored.isActive()
@@ -430,8 +430,8 @@ def test_restore_works_from_the_manifest_when_the_journal_is_lost(
     assert not (state / "journal.sqlite").exists()  # the journal never knew (or was lost)
     base.unlink()
 
-    assert cli.main(["quarantine", "list", "--config-file", str(config)]) == 0
-    assert f"{uuid}  unknown   restorable: xml, files, backing chain (1 file)" in (
+    assert cli.main(["quarantine", "list", "--wide", "--config-file", str(config)]) == 0
+    assert f"{uuid}  unknown  yes         xml, files, backing chain (1 file)" in (
         capsys.readouterr().out
     )
     assert cli.main(["restore", uuid, "--start", "--config-file", str(config)]) == 0

@@ -20,8 +20,9 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
+from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import Fault, SimulatedNova
-from tests import worlds
+from tests import report_schema, worlds
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
 HOSTS = ("cmp-1", "cmp-2", "cmp-3")
@@ -96,7 +97,8 @@ class Cloud:
             argv += ["--reports", str(self.reports)]
         code = cli.main(argv)
         out, err = capsys.readouterr()
-        return code, json.loads(out) if out else {}, err
+        # NOTE: every merged document is checked against docs/schema/report.schema.json.
+        return code, report_schema.valid(json.loads(out)) if out else {}, err
 
 
 @pytest.fixture
@@ -149,6 +151,10 @@ def test_one_uuid_running_on_two_hosts_is_split_brain_after_three_requests(cloud
     (split,) = document["split_brain"]
     assert split["uuid"] == SPLIT and split["running_on"] == ["cmp-1", "cmp-2"]
     assert "Nova places it on cmp-1" in split["reason"]
+    # The versioned shape every JSON output shares: the split-brain counted by kind.
+    assert document["schema_version"] == 1 and document["tool_version"]
+    assert document["counts"]["split-brain"] == 1
+    assert set(document["counts"]) == {k.value for k in Kind}
     # services, then the candidate's record and its migrations.
     assert document["summary"]["nova_requests"] == 3 == cloud.nova.request_count
 

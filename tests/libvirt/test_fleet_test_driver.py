@@ -134,7 +134,7 @@ def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_repo
     assert down.findings is None and "cmp-3.xml" in (down.error or "")
     assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
     assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
-    table = render.render_table(result)
+    table = render.render_table(result, wide=True)
     assert "== cmp-3" in table and "UNREACHABLE" in table
     assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
     record = report_schema.valid(json.loads(render.render_json(result)))
@@ -159,7 +159,7 @@ def test_a_host_nova_does_not_know_is_audited_and_said_to_be_unknown(fleet: Flee
     assert kinds(result, "ghost-9") == [(Kind.MISPLACED, MOVED)]
     # Only cmp-2 of the split-brain pair was asked about: its copy is classified alone.
     assert kinds(result, "cmp-2") == [(Kind.MISPLACED, SPLIT)]
-    assert "not a nova-compute host Nova knows" in render.render_table(result)
+    assert "not a nova-compute host Nova knows" in render.render_table(result, wide=True)
     assert [h.host for h in result.hosts] == ["cmp-2", "ghost-9"]
 
 

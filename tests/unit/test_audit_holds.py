@@ -61,10 +61,12 @@ def held_report() -> tuple[AuditReport, str]:
 
 def test_a_held_finding_is_still_classified_and_shows_its_hold():
     result, reason = held_report()
-    table = report.render_table(result)
-    row = table.splitlines()[1]
+    row = report.render_table(result, wide=True).splitlines()[1]
     assert row.startswith("deleted") and U in row
     assert row.endswith(f"Nova deleted the server; on hold since {NOW.isoformat()} ({reason})")
+    narrow = report.render_table(result).splitlines()[1]
+    assert narrow.startswith("deleted") and U in narrow
+    assert narrow.endswith("ON HOLD; Nova deleted the server")
     (record,) = json.loads(report.render_json(result))["findings"]
     assert record["kind"] == "deleted"
     assert record["hold"] == {"since": NOW.isoformat(), "reason": reason}

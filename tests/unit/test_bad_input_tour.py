@@ -12,6 +12,8 @@ import dataclasses
 import gc
 import hashlib
 import pathlib
+import socket
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,7 +29,8 @@ USAGE, ERROR = cli.EXIT_USAGE, cli.EXIT_ERROR
 @dataclasses.dataclass(frozen=True)
 class Case:
     """``argv`` and the config (``default``, ``agent``, ``nova`` sections' extra lines);
-    ``{conf}``, ``{world}`` and ``{tmp}`` in them are filled in by the test."""
+    ``{conf}``, ``{world}``, ``{tmp}`` and ``{port}`` (a port in use) in them are filled in
+    by the test."""
 
     name: str
     argv: tuple[str, ...]
@@ -190,6 +193,13 @@ CASES = [
         "textfile",
         default="[metrics]\ntextfile = {tmp}/no-such-dir/m.prom\n",
     ),
+    case(
+        "run: metrics port in use",
+        f"run --once {C} {W}",
+        USAGE,
+        "[metrics] port {port}",
+        default="[metrics]\nport = {port}\n",
+    ),
     case("run: interval = 1", f"run --once {C} {W}", USAGE, "interval", agent="interval = 1\n"),
     # history
     case(
@@ -327,8 +337,17 @@ def site(tmp_path: pathlib.Path) -> pathlib.Path:
     return tmp_path
 
 
-def write_conf(site: pathlib.Path, c: Case) -> str:
-    fill = {"tmp": str(site)}
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A local port something else listens on."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
+
+
+def write_conf(site: pathlib.Path, c: Case, port: int) -> str:
+    fill = {"tmp": str(site), "port": str(port)}
     text = (
         "[DEFAULT]\nhost = cmp-1\n"
         + fill_in(c.default, fill)
@@ -344,7 +363,7 @@ def write_conf(site: pathlib.Path, c: Case) -> str:
 
 
 def fill_in(text: str, fill: dict[str, str]) -> str:
-    """``text`` with ``{conf}``, ``{world}`` and ``{tmp}`` replaced (``{host}`` stays)."""
+    """``text`` with ``{conf}``, ``{world}``, ``{tmp}``, ``{port}`` replaced (``{host}`` stays)."""
     for name, value in fill.items():
         text = text.replace("{" + name + "}", value)
     return text
@@ -363,9 +382,10 @@ def snapshot(root: pathlib.Path) -> dict[str, tuple[int, str]]:
 
 
 @pytest.mark.parametrize("c", CASES)
-def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, capsys, c):
-    conf = write_conf(site, c)
-    fill = {"conf": conf, "world": f"test://{site / 'node.xml'}", "tmp": str(site)}
+def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, busy_port, capsys, c):
+    conf = write_conf(site, c, busy_port)
+    fill = {"conf": conf, "world": f"test://{site / 'node.xml'}", "tmp": str(site),
+            "port": str(busy_port)}  # fmt: skip
     argv = [fill_in(a, fill) for a in c.argv]
     before = snapshot(site)
     code = cli.main(argv)

@@ -427,6 +427,21 @@ def test_reason(domains, view, deny, reason):
     assert finding.reason == reason
 
 
+#: The most characters of a brief reason: what a 100-column table keeps of it.
+BRIEF_MAX = 32
+
+
+@pytest.mark.parametrize(
+    ("domains", "view", "deny", "reason"),
+    [pytest.param(*case[1:], id=case[0]) for case in REASONS],
+)
+def test_every_reason_has_a_brief_one_that_fits_a_table(domains, view, deny, reason):
+    """Each condition's few words, for the default table (docs/design.md §10)."""
+    (finding,) = classify(domains, view, deny)
+    assert finding.brief and finding.brief != finding.reason
+    assert len(finding.brief) <= BRIEF_MAX, finding.brief
+
+
 def test_findings_are_sorted_most_urgent_first():
     other = str(uuidlib.uuid4())
     view = NovaView(HOST, {}, {U: None, other: None})

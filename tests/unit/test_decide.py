@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pytest
@@ -318,3 +319,14 @@ def test_identity_not_verified_blocks_every_step(state):
     assert plan.steps == []
     assert plan.brake == f"identity {state.value}: why"
     assert plan.decisions[0].why == f"brake: identity {state.value}: why"
+
+
+def test_a_log_only_policy_never_brakes():
+    """Nothing can be acted on, so there is nothing to brake: no brake state every cycle."""
+    findings = [lost(LOST_1), misplaced()]
+    acting = decide(findings, seen(Kind.MISPLACED), ACT_NOW, NOW, 1, 1, identity=VERIFIED)
+    log_only = dataclasses.replace(ACT_NOW, actions={})
+    plan = decide(findings, seen(Kind.MISPLACED), log_only, NOW, 1, 1, identity=VERIFIED)
+    assert acting.brake, "the same world brakes a policy that acts"
+    assert plan.brake is None
+    assert plan.steps == []

@@ -372,7 +372,7 @@ def test_purge_removes_the_entry_directory_and_nothing_else(host: Host) -> None:
     keep = effects.quarantine_dir(UUID, "20240101T000000Z")
     directory = effects.quarantine_dir(UUID, STAMP)
     effects.save_xml(directory, "<domain/>")
-    assert host.effects().purge(UUID, directory) == f"purged {directory}"
+    assert host.effects().purge(UUID, directory) == f"deleted {directory}"
     assert not os.path.exists(directory)
     assert os.path.isdir(keep)
 
@@ -385,7 +385,7 @@ def test_purge_of_the_last_entry_removes_the_uuid_directory(host: Host) -> None:
 
 def test_purge_of_a_gone_directory_says_so(host: Host) -> None:
     gone = str(host.quarantine / UUID / STAMP)
-    assert host.effects().purge(UUID, gone).startswith("nothing to purge")
+    assert host.effects().purge(UUID, gone) == f"{gone} was already gone"
 
 
 def test_purge_does_not_follow_a_symlink_inside_the_tree(host: Host) -> None:

@@ -13,7 +13,9 @@ import zipfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tests import tools
+
+ROOT = tools.ROOT
 #: sha256 of the Apache License 2.0 as apache.org publishes it (LICENSE-2.0.txt).
 APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 
@@ -26,14 +28,7 @@ def test_the_license_is_the_full_apache_2_0_text():
 
 def repository_copy(destination: pathlib.Path) -> pathlib.Path:
     """The files git tracks (or would), copied: the build leaves the work tree alone."""
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.splitlines()
-    for name in listed:
+    for name in tools.repository_files():
         source = ROOT / name
         if source.is_file():
             (destination / name).parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
+import os
 import pathlib
+import pty
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -116,7 +122,7 @@ def test_purge_deletes_expired_entries_of_the_journal_and_of_manifests_alone(
     assert state.run("purge", "--older-than", "7") == 0
     assert not known.exists() and not manifest_only.exists() and young.exists()
     out = capsys.readouterr().out
-    assert out.count("done ") == 2 and "purged" in out
+    assert out.count("purged ") == 2 and f"purged {OLD} (reaped " in out
     with state.journal() as journal:
         assert [e.uuid for e in journal.quarantine()] == [YOUNG]
         purges = [i for i in journal.history() if i.step == "purge"]
@@ -131,7 +137,7 @@ def test_purge_dry_run_deletes_nothing_and_journals_what_it_would_do(
     old = state.entry(OLD, 10, journal=True)
     before = state.tree()
     assert state.run("purge", "--older-than", "7", "--dry-run") == 0
-    assert f"would purge {old}" in capsys.readouterr().out
+    assert f"would purge {OLD} (reaped {old.name}): would delete {old}" in capsys.readouterr().out
     assert old.exists()
     with state.journal() as journal:
         assert [e.uuid for e in journal.quarantine()] == [OLD]
@@ -205,10 +211,18 @@ def test_quarantine_list_says_whether_each_entry_is_restorable_and_what_it_holds
     snapshots.mkdir()
     (snapshots / "0.xml").write_text("<domainsnapshot/>")
     state.entry(YOUNG, 1, kept=broken)
+    assert state.run("quarantine", "list", "--wide") == 0
+    header, old, young = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["REAPED", "UUID", "KIND"]
+    assert re.search(f"{OLD}  deleted  yes  +xml, files, managed-save, 1 snapshot  ", old)
+    assert re.search(f"{YOUNG}  deleted  NO  +backing file {base} is missing and so is", young)
+    assert old.endswith(str(next((state.quarantine / OLD).glob("*"))))
     assert state.run("quarantine", "list") == 0
-    old, young = capsys.readouterr().out.splitlines()
-    assert f"{OLD}  deleted   restorable: xml, files, managed-save, 1 snapshot" in old
-    assert f"{YOUNG}  deleted   NOT restorable: backing file {base} is missing" in young
+    header, old, young = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["REAPED", "(UTC)", "UUID"]
+    assert re.search(f"^2026-.*  {OLD}  yes       xml, files, managed-save, 1 snap", old)
+    assert re.search(f"^2026-.*  {YOUNG}  NO        backing file", young)
+    assert max(len(line) for line in (header, old, young)) <= 100
 
 
 def test_restore_is_journaled_and_closes_the_entry(
@@ -235,6 +249,7 @@ def test_restore_is_journaled_and_closes_the_entry(
     effects.close()
     try:
         assert state.run("restore", uuid) == 0
+        assert capsys.readouterr().out.startswith(f"restored {uuid}: defined instance-")
         assert conn.lookupByUUIDString(uuid).isPersistent()
     finally:
         conn.lookupByUUIDString(uuid).undefine()
@@ -242,11 +257,40 @@ def test_restore_is_journaled_and_closes_the_entry(
     with state.journal() as journal:
         (intent,) = journal.history(uuid)
         assert (intent.step, intent.outcome) == ("restore", "done")
+        assert intent.detail and intent.detail.startswith("defined instance-")  # said once
         (entry,) = journal.quarantine(include_done=True)
         assert entry.restored_at is not None
     capsys.readouterr()
     assert state.run("quarantine", "list") == 0
     assert uuid not in capsys.readouterr().out
+    # The restored entry's directory (its XML, its manifest) goes after the retention too.
+    assert os.path.isdir(directory)
+    assert state.run("purge", "--older-than", "1") == 0
+    assert capsys.readouterr().out == f"purged {uuid} (reaped {stamp}): deleted {directory}\n"
+    assert not os.path.exists(directory)
+    with state.journal() as journal:
+        (entry,) = journal.quarantine(include_done=True)
+        assert entry.restored_at is not None and entry.purged_at is not None
+        assert [i.step for i in journal.history(uuid)] == ["purge", "restore"]
+    # ``history`` tells the whole lifecycle: the restore, the hold it put, the purge.
+    assert state.run("history", "--format", "json") == 0
+    events = json.loads(capsys.readouterr().out)
+    told = sorted((e["event"], e.get("step"), e.get("outcome")) for e in events)
+    assert told == [("hold", None, None), ("step", "purge", "done"), ("step", "restore", "done")]
+
+
+def test_a_restored_entry_only_its_manifest_knows_is_purged_after_the_retention(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The journal was lost after a restore: the manifest says restored; purged all the same,
+    and only once the retention has passed."""
+    old, young = state.entry(OLD, 10), state.entry(YOUNG, 2)
+    for directory in (old, young):
+        saved = manifest.read(str(directory))
+        manifest.write(str(directory), dataclasses.replace(saved, restored_at="2026-01-01"))
+    assert state.run("purge", "--older-than", "7") == 0
+    assert not old.exists() and young.exists()
+    assert capsys.readouterr().out.startswith(f"purged {OLD} ")
 
 
 def test_a_refused_restore_is_journaled_as_failed(
@@ -285,3 +329,53 @@ def test_the_restore_guard_learns_of_a_managed_save_from_the_manifest(state: Sta
     for directory, uuid, expected in ((suspended, OLD, True), (plain, YOUNG, False)):
         entry = QuarantineEntry(uuid, directory.name, "misplaced", str(directory), True, [])
         assert quarantine.has_managed_save(entry) is expected
+
+
+def _purge_at_a_terminal(state: State, answer: str, *extra: str) -> subprocess.CompletedProcess:
+    """``purge --older-than 7`` with standard input a terminal on which ``answer`` is typed."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answer.encode())
+        argv = [sys.executable, "-m", "nova_orphans.cli", "purge", "--older-than", "7", *extra]
+        return subprocess.run(
+            [*argv, "--config-file", str(state.config)],
+            stdin=terminal, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+
+
+@pytest.mark.parametrize("answer", ["\n", "n\n", "no\n", "purge\n"])
+def test_purge_at_a_terminal_lists_and_asks_and_anything_but_yes_purges_nothing(
+    state: State, answer: str
+) -> None:
+    old = state.entry(OLD, 10, journal=True)
+    young = state.entry(YOUNG, 1, journal=True)
+    before = state.tree()
+    done = _purge_at_a_terminal(state, answer)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"would purge {OLD} (reaped {old.name}): {old}\nnothing purged\n"
+    assert done.stderr == "purge this entry for good? [y/N] "
+    assert state.tree() == before and young.exists()
+
+
+def test_purge_at_a_terminal_purges_once_confirmed_or_with_yes(state: State) -> None:
+    old = state.entry(OLD, 10, journal=True)
+    done = _purge_at_a_terminal(state, "y\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"purged {OLD} (reaped {old.name}): deleted {old}"
+    assert not old.exists()
+    other = state.entry(YOUNG, 10, journal=True)
+    done = _purge_at_a_terminal(state, "", "--yes")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == f"purged {YOUNG} (reaped {other.name}): deleted {other}\n"
+    assert not other.exists()
+
+
+def test_a_purge_with_nothing_old_enough_says_so_and_asks_nothing(state: State) -> None:
+    young = state.entry(YOUNG, 1, journal=True)
+    done = _purge_at_a_terminal(state, "")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "nothing reaped 7 days ago or more: nothing to purge\n"
+    assert young.exists()

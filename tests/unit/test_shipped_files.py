@@ -14,7 +14,7 @@ from nova_orphans import cli
 from nova_orphans.cli import files
 from tests import tools
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = tools.ROOT
 DATA = ROOT / "nova_orphans" / "data"
 SCRIPT = pathlib.Path(sys.executable).parent / "nova-orphans"
 
@@ -25,13 +25,7 @@ def exec_start(unit: str) -> str:
 
 
 def test_each_shipped_file_has_one_copy_in_the_repository():
-    listed = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.splitlines()
+    listed = tools.repository_files()
     for name in ("nova-orphans.conf.sample", "nova-orphans.service"):
         assert [p for p in listed if p.endswith(name)] == [f"nova_orphans/data/{name}"]
 
