@@ -151,7 +151,8 @@ def _line(
 
 
 def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
-    """One report per host, as ``audit --format json`` renders it; Nova knows every host.
+    """One report per host, as ``audit --format json`` renders it; Nova runs every
+    reported server on its host (so a listing of them costs what the model says).
 
     The first two hosts both run ``SPLIT`` (one split-brain candidate)."""
     nova = SimulatedNova()
@@ -160,8 +161,12 @@ def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
         host = host_name(n)
         nova.add_compute(host)
         uuids = [bench_audit.domain_uuid(1 + n * 100 + i) for i in range(DOMAINS_PER_HOST)]
+        for uuid in uuids[:-1]:
+            nova.boot(host, uuid=uuid)
         if n < 2:
             uuids[-1] = SPLIT
+        else:
+            nova.boot(host, uuid=uuids[-1])
         domains = tuple(
             Domain(u, f"instance-{u[-8:]}", DomainState.RUNNING, True, False) for u in uuids
         )

@@ -16,7 +16,9 @@ rounds, medians reported), it measures:
 - the same audit in-process (``pipeline.audit``), without start-up and imports;
 - one ``GET /servers/{id}`` per domain (classic scripts), libvirt scan included;
 - listing every server of the cloud in detail, libvirt scan included;
-- the host's listing alone, detail view and plain view.
+- the host's listing alone, detail view and plain view;
+- one cycle of a running agent (``run --dry-run``, in-process, started once per
+  size): with nothing changing between cycles, its steady-state cycle.
 
 Nova requests are counted in nova-api's request log (the requests of the
 benchmark's project), which also gives Nova's own time per request. Every
@@ -66,9 +68,13 @@ from benchmarks.nova_costs import (
     parse_request_log,
     records_in,
 )
+from nova_orphans import agent as agent_loop
+from nova_orphans import conf as config
 from nova_orphans import pipeline
+from nova_orphans.cli import agent as agent_cli
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import MICROVERSION, NovaObserver
+from nova_orphans.record.metrics import Metrics
 from tests import worlds
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "e2e" / "stack"))
@@ -359,6 +365,7 @@ class Bench:
     uri: str
     conf: pathlib.Path
     log: RequestLog
+    agent: agent_loop.Agent | None = None
 
     def timed(self, body: Callable[[Timed], object]) -> Run:
         """Run ``body`` with a fresh timed transport; its requests from the log."""
@@ -409,6 +416,39 @@ class Bench:
 
         return self.timed(body)
 
+    def agent_cycle(self) -> Run:
+        """One cycle of the agent started by ``start_agent``; its findings checked."""
+        if self.agent is None:
+            raise RuntimeError("start_agent first")
+        mark = self.log.mark()
+        start = time.perf_counter()
+        result = self.agent.cycle()
+        wall = time.perf_counter() - start
+        if result.report is None:
+            raise SystemExit(f"agent cycle failed: {result.error}")
+        found = [{"uuid": f.uuid, "kind": f.kind.value} for f in result.report.findings]
+        check_findings(self.planted, found)
+        return Run(wall, self.log.since(mark), [])
+
+    @contextlib.contextmanager
+    def start_agent(self, state: pathlib.Path) -> Iterator[None]:
+        """A dry-run agent on the world (as ``run --dry-run`` wires it), past its first cycle."""
+        conf_file = harness.write_cli_config(
+            state.with_suffix(".conf"), host=HOST, libvirt_uri=self.uri, token=TOKEN,
+            extra=f"[agent]\nstate_dir = {state}\ndry_run = true\n",
+        )  # fmt: skip
+        conf = config.load([str(conf_file)])
+        args = argparse.Namespace(host=HOST, libvirt_uri=self.uri, dry_run=True)
+        self.agent = agent_cli.build_agent(conf, args, Metrics())
+        try:
+            self.agent.reconcile()
+            self.agent_cycle()
+            yield
+        finally:
+            self.agent.effects.close()
+            self.agent.journal.close()
+            self.agent = None
+
     def host_listing(self, path: str) -> Run:
         """The host's listing alone (``/servers/detail`` or plain ``/servers``), paged."""
 
@@ -456,6 +496,7 @@ APPROACHES: dict[str, Callable[[Bench], Run]] = {
     "every server, detail": lambda b: b.peer(bench_audit.full_listing),
     "host listing, detail": lambda b: b.host_listing("/servers/detail"),
     "host listing, plain": lambda b: b.host_listing("/servers"),
+    "agent cycle, steady (dry run)": Bench.agent_cycle,
 }
 
 
@@ -598,7 +639,8 @@ def run_size(
             tmp / f"bench-{size}.conf", host=HOST, libvirt_uri=uri, token=TOKEN
         )
         bench = Bench(nova, planted, uri, conf, RequestLog())
-        results = measure(bench, args.runs)
+        with bench.start_agent(tmp / f"agent-{size}"):
+            results = measure(bench, args.runs)
         profile = profile_audit(bench, tmp) if args.profile else None
         return results, planted, profile
     finally:
