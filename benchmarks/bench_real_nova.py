@@ -531,15 +531,18 @@ def profile_audit(bench: Bench, directory: pathlib.Path) -> dict[str, float]:
     out = directory / "audit.prof"
     argv = bench.audit_argv()
     mark = bench.log.mark()
-    start = time.perf_counter()
     done = bench_audit.child_run(
         [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "nova_orphans.cli", *argv[1:]]
     )
-    wall = time.perf_counter() - start
     if done.code not in (EXIT_OK, EXIT_FOUND):
         raise SystemExit(f"profiled audit exited {done.code}: {done.last_line}")
     stats: Any = pstats.Stats(str(out))
-    rows: dict[str, float] = {"wall (profiled, fresh process)": wall}
+    rows: dict[str, float] = {
+        "wall (profiled, fresh process)": done.wall,
+        "python start-up alone (-c pass)": bench_audit.child_run(
+            [sys.executable, "-c", "pass"]
+        ).wall,
+    }
     for label, suffix, function in PROFILE_ROWS:
         rows[label] = sum(
             value[3]
