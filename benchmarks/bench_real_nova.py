@@ -58,6 +58,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from keystoneauth1 import exceptions as ks_exc
+
 from benchmarks import bench_audit
 from benchmarks.nova_costs import (
     DEFAULT_PATH,
@@ -72,6 +74,7 @@ from nova_orphans import agent as agent_loop
 from nova_orphans import conf as config
 from nova_orphans import pipeline
 from nova_orphans.cli import agent as agent_cli
+from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import MICROVERSION, NovaObserver
 from nova_orphans.record.metrics import Metrics
@@ -139,11 +142,14 @@ class SessionTransport:
 
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` at the product's microversion."""
-        response = self.nova.session.get(
-            self.nova.endpoint + path,
-            headers={"OpenStack-API-Version": f"compute {MICROVERSION}"},
-            raise_exc=False,
-        )
+        try:
+            response = self.nova.session.get(
+                self.nova.endpoint + path,
+                headers={"OpenStack-API-Version": f"compute {MICROVERSION}"},
+                raise_exc=False,
+            )
+        except ks_exc.ConnectionError as exc:
+            raise NovaUnreachable(endpoint=self.nova.endpoint, reason=exc) from exc
         return response.status_code, response.json() if response.content else None
 
 
@@ -195,8 +201,8 @@ class RequestLog:
 
 def listing(nova: harness.Nova, **query: str) -> list[dict[str, Any]]:
     """Every server of the benchmark's project matching ``query`` (plain view, paged)."""
-    observer = NovaObserver(SessionTransport(nova), retry=bench_audit.once)
-    # NOTE: the observer's paging (next links, loop guards) serves the set-up too.
+    # NOTE: the observer's paging (next links, loop guards) and retries serve the set-up too.
+    observer = NovaObserver(SessionTransport(nova))
     found = observer._paged(
         "/servers", "servers", {"all_tenants": "1", "project_id": PROJECT, **query}
     )
