@@ -274,7 +274,7 @@ def wait_built(nova: harness.Nova, name: str, timeout: float = 900) -> None:
     raise harness.StackError(f"servers {name} still building after {timeout:.0f} s")
 
 
-def delete_servers(nova: harness.Nova, uuids: Sequence[str], timeout: float = 120) -> None:
+def delete_servers(nova: harness.Nova, uuids: Sequence[str], timeout: float = 30) -> None:
     """``forceDelete`` every server (a plain DELETE only soft-deletes here); wait until gone.
 
     NOTE: when Nova fails to delete them within ``timeout`` (its compute cannot
@@ -698,6 +698,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench_real_nova: terminated"))
     nova = harness.Nova(token=TOKEN)
     samples: list[Sample] = []
+    measured: list[int] = []
     with e2e_session_lock(args.lock_wait), tempfile.TemporaryDirectory() as directory:
         # NOTE: asked under the lock (a restart of the stack holds it too); started here
         # when down, as an e2e session would, and left running for the others.
@@ -720,16 +721,25 @@ def main() -> None:
                 if profile:
                     print_profile(size, profile)
                 samples += [s for runs in results.values() for r in runs for s in r.samples]
+                measured.append(size)
+                # NOTE: after each size, so that a long run's first sizes are kept.
+                calibrate(samples, dict(about), measured, args)
         finally:
             remove_everything(nova)
             restore_quotas()
+
+
+def calibrate(
+    samples: list[Sample], about: dict[str, str], sizes: list[int], args: argparse.Namespace
+) -> None:
+    """Fit the cost model to the samples so far, print it, and write it with ``--calibrate``."""
     about["model"] = (f"calibrated on the real Nova API ({about['date']}, {about['nova']}, "
-                      f"sizes {' and '.join(map(str, args.sizes))})")  # fmt: skip
+                      f"sizes {' and '.join(map(str, sizes))})")  # fmt: skip
     model = CostModel.fitted(samples, about)
     print_costs(model, samples)
     if args.calibrate:
         args.costs_out.write_text(model.to_json(), encoding="utf-8")
-        print(f"\nwrote {args.costs_out}")
+        print(f"\nwrote {args.costs_out}", flush=True)
 
 
 def print_profile(size: int, rows: dict[str, float]) -> None:
