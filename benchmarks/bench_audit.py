@@ -382,6 +382,11 @@ def cost_model(args: argparse.Namespace) -> CostModel:
     """The Nova cost model the options choose."""
     if args.latency_ms is not None:
         return CostModel.flat(args.latency_ms / 1e3)
+    if not args.nova_costs.exists():
+        raise SystemExit(
+            f"{args.nova_costs}: no calibrated Nova model (bench_real_nova --calibrate writes "
+            "it); --latency-ms MS charges a flat cost instead"
+        )
     return CostModel.load(args.nova_costs)
 
 
