@@ -397,6 +397,7 @@ class Bench:
     conf: pathlib.Path
     log: RequestLog
     agent: agent_loop.Agent | None = None
+    endpoint: str = harness.NOVA_ENDPOINT
 
     def timed(self, body: Callable[[Timed], object]) -> Run:
         """Run ``body`` with a fresh timed transport; its requests from the log."""
@@ -466,7 +467,7 @@ class Bench:
         """A dry-run agent on the world (as ``run --dry-run`` wires it), past its first cycle."""
         conf_file = harness.write_cli_config(
             state.with_suffix(".conf"), host=HOST, libvirt_uri=self.uri, token=TOKEN,
-            extra=f"[agent]\nstate_dir = {state}\ndry_run = true\n",
+            endpoint=self.endpoint, extra=f"[agent]\nstate_dir = {state}\ndry_run = true\n",
         )  # fmt: skip
         conf = config.load([str(conf_file)])
         args = argparse.Namespace(host=HOST, libvirt_uri=self.uri, dry_run=True)
