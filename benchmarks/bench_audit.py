@@ -7,8 +7,11 @@ one simulated Nova that also holds ``--background`` servers on other hosts
 - Nova requests and wall time of (a) our audit (``pipeline.audit``), (b) a
   per-domain lookup (one ``GET /servers/{id}`` per domain, ghost-vm-finder
   style) and (c) a full listing of every server of the cloud
-  (nova-libvirt-compare style), each with zero latency and with a fixed
-  per-request latency (``--latency-ms``); every approach includes its libvirt scan;
+  (nova-libvirt-compare style), each with a Nova that costs nothing and with
+  the Nova cost model calibrated on the real Nova API (``nova_costs.json``, see
+  ``nova_costs``: per endpoint, a cost per request and per record returned;
+  ``--latency-ms`` charges a flat cost per request instead); every approach
+  includes its libvirt scan;
 - libvirt time per domain against the bare libvirt calls (the existing
   ``bench_libvirt_observer``);
 - peak RSS of a fresh agent process (``python -m nova_orphans.cli audit``)
@@ -16,12 +19,13 @@ one simulated Nova that also holds ``--background`` servers on other hosts
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.bench_audit [--sizes 10 100 1000 10000] [--latency-ms 2]
+    .venv/bin/python -m benchmarks.bench_audit [--sizes 10 100 1000 10000] [--latency-ms MS]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -40,6 +44,7 @@ from typing import Any
 import libvirt
 
 from benchmarks import bench_libvirt_observer
+from benchmarks.nova_costs import DEFAULT_PATH, CostModel, records_in
 from nova_orphans import pipeline
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.observe.hypervisor import LibvirtObserver
@@ -61,22 +66,23 @@ def once(call: Callable[[], Any]) -> Any:
 
 
 class Latent:
-    """A transport that waits a fixed time before each request, like a network round trip."""
+    """A transport that answers from the simulated Nova, then waits what ``model`` says a
+    real Nova's answer costs its caller (per endpoint: per request + per record returned)."""
 
-    def __init__(self, nova: SimulatedNova, seconds: float) -> None:
-        self.nova, self.seconds = nova, seconds
+    def __init__(self, nova: SimulatedNova, model: CostModel) -> None:
+        self.nova, self.model = nova, model
         #: Seconds spent inside the simulator itself (its O(rows) filters, not a real Nova's).
         self.simulated = 0.0
 
     def get(self, path: str) -> tuple[int, Any]:
-        """Wait, then answer from the simulated Nova."""
-        if self.seconds:
-            time.sleep(self.seconds)
+        """Answer from the simulated Nova, then wait the modelled cost of that answer."""
         start = time.perf_counter()
-        try:
-            return self.nova.get(path)
-        finally:
-            self.simulated += time.perf_counter() - start
+        status, body = self.nova.get(path)
+        self.simulated += time.perf_counter() - start
+        charge = self.model.cost(path, records_in(body))
+        if charge > 0:
+            time.sleep(charge)
+        return status, body
 
 
 def domain_uuid(n: int) -> str:
@@ -150,14 +156,14 @@ def measure(
     approach: Approach,
     observer: LibvirtObserver,
     nova: SimulatedNova,
-    latency: float,
+    model: CostModel,
     repeats: int,
 ) -> tuple[int, float, float]:
     """Requests of one run; the best wall time of ``repeats`` runs and its simulator share."""
     best, simulated = float("inf"), 0.0
     for _ in range(repeats):
         before = nova.request_count
-        transport = Latent(nova, latency)
+        transport = Latent(nova, model)
         start = time.perf_counter()
         approach(observer, transport, HOST)
         wall = time.perf_counter() - start
@@ -168,16 +174,16 @@ def measure(
 
 
 HEADER = (
-    "domains  approach         requests  wall s 0ms  wall s lat  (sim s)  wall-sim lat"
-    "  req x  wall x 0ms  wall x lat  wall-sim x lat"
+    "domains  approach         requests  wall s 0ms  wall s model  (sim s)  wall-sim model"
+    "  req x  wall x 0ms  wall x model  wall-sim x model"
 )
 
 
-def bench_requests(sizes: list[int], latency: float, background: int, tmp: pathlib.Path) -> None:
+def bench_requests(sizes: list[int], model: CostModel, background: int, tmp: pathlib.Path) -> None:
     """Print the requests/wall-time table of the three approaches."""
     print(
         f"\n# Nova requests and wall time, 1 host; cloud = the host + {background:,} servers on "
-        f"{OTHER_HOSTS} other hosts; lat = {latency * 1e3:g} ms per request; every approach "
+        f"{OTHER_HOSTS} other hosts; model = {model.describe()}; every approach "
         "includes its libvirt scan;\n# (sim s) = time inside the simulated Nova, whose filters "
         "scan every row (a real Nova uses indexes); x = approach / ours"
     )
@@ -186,7 +192,7 @@ def bench_requests(sizes: list[int], latency: float, background: int, tmp: pathl
         nova = build_nova(size, background)
         uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"audit-{size}.xml")
         with LibvirtObserver.open(uri) as observer:
-            rows = _rows(observer, nova, latency, 3 if size <= 1_000 else 1)
+            rows = _rows(observer, nova, model, 3 if size <= 1_000 else 1)
         for name, row in rows.items():
             print(_line(size, name, row, rows["ours"]))
 
@@ -195,19 +201,19 @@ def _line(size: int, name: str, row: tuple[float, ...], base: tuple[float, ...])
     requests, zero, slow, sim = row
     net = slow - sim
     return (
-        f"{size:>7}  {name:<15} {int(requests):>9,} {zero:>11.3f} {slow:>11.3f} {sim:>8.3f}"
-        f" {net:>13.3f} {requests / base[0]:>6.1f} {zero / base[1]:>11.1f}"
-        f" {slow / base[2]:>11.1f} {net / (base[2] - base[3]):>15.1f}"
+        f"{size:>7}  {name:<15} {int(requests):>9,} {zero:>11.3f} {slow:>13.3f} {sim:>8.3f}"
+        f" {net:>15.3f} {requests / base[0]:>6.1f} {zero / base[1]:>11.1f}"
+        f" {slow / base[2]:>13.1f} {net / (base[2] - base[3]):>17.1f}"
     )
 
 
 def _rows(
-    observer: LibvirtObserver, nova: SimulatedNova, latency: float, repeats: int
+    observer: LibvirtObserver, nova: SimulatedNova, model: CostModel, repeats: int
 ) -> dict[str, tuple[float, ...]]:
     rows: dict[str, tuple[float, ...]] = {}
     for name, approach in APPROACHES.items():
-        requests, zero, _ = measure(approach, observer, nova, 0.0, repeats)
-        _, slow, simulated = measure(approach, observer, nova, latency, repeats)
+        requests, zero, _ = measure(approach, observer, nova, CostModel.flat(0.0), repeats)
+        _, slow, simulated = measure(approach, observer, nova, model, repeats)
         rows[name] = (requests, zero, slow, simulated)
     return rows
 
@@ -223,13 +229,20 @@ def bench_libvirt(sizes: list[int], tmp: pathlib.Path) -> None:
 
 
 @contextmanager
-def serve(nova: SimulatedNova) -> Iterator[str]:
-    """Serve the simulated Nova on loopback HTTP; yields the compute endpoint URL."""
+def serve(nova: SimulatedNova, model: CostModel | None = None) -> Iterator[str]:
+    """Serve the simulated Nova on loopback HTTP; yields the compute endpoint URL.
+
+    With ``model``, each answer is held back for what nova-api itself spent on such
+    an answer (the model's server side: the HTTP client's work is real here)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            start = time.perf_counter()
             status, body = nova.get(self.path.removeprefix("/v2.1"))
             data = json.dumps(body).encode()
+            if model is not None:
+                charge = model.cost(self.path, records_in(body), side="server")
+                time.sleep(max(charge - (time.perf_counter() - start), 0.0))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -256,26 +269,49 @@ import json, resource, subprocess, sys, time
 start = time.perf_counter()
 done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 wall = time.perf_counter() - start
-lines = (done.stdout + done.stderr).strip().splitlines() or [""]
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps([peak, wall, done.returncode, lines[-1]]))
+print(json.dumps([peak, wall, done.returncode, done.stdout, done.stderr]))
 """
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildRun:
+    """One fresh process: peak RSS (MiB), wall seconds, exit code and what it printed."""
+
+    peak_mib: float
+    wall: float
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last_line(self) -> str:
+        """The last line it printed (stdout, then stderr)."""
+        return ((self.stdout + self.stderr).strip().splitlines() or [""])[-1]
+
+
+def child_run(argv: list[str]) -> ChildRun:
+    """Run ``argv`` as a fresh process (from the small launcher) and measure it."""
+    launched = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, check=True
+    )
+    peak_kib, wall, code, stdout, stderr = json.loads(launched.stdout)
+    return ChildRun(peak_kib / 1024, wall, code, stdout, stderr)
 
 
 def child_rss(argv: list[str]) -> tuple[float, float, int, str]:
     """Peak RSS (MiB) and wall time of one fresh process, its exit code and last line."""
-    launched = subprocess.run(
-        [sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, check=True
-    )
-    peak_kib, wall, code, last = json.loads(launched.stdout)
-    return peak_kib / 1024, wall, code, last
+    run = child_run(argv)
+    return run.peak_mib, run.wall, run.code, run.last_line
 
 
-def agent_rss(size: int, background: int, tmp: pathlib.Path) -> tuple[float, float, float, str]:
+def agent_rss(
+    size: int, background: int, model: CostModel, tmp: pathlib.Path
+) -> tuple[float, float, float, str]:
     """A fresh ``nova-orphans audit``: peak RSS, wall, test-driver world RSS, last line."""
     nova = build_nova(size, background)
     uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"rss-{size}.xml")
-    with serve(nova) as endpoint:
+    with serve(nova, model) as endpoint:
         conf = tmp / f"rss-{size}.conf"
         conf.write_text(f"[nova]\nauth_type = none\nendpoint = {endpoint}\n", encoding="utf-8")
         argv = [sys.executable, "-m", "nova_orphans.cli", "audit", "--config-file", str(conf),
@@ -291,18 +327,19 @@ def agent_rss(size: int, background: int, tmp: pathlib.Path) -> tuple[float, flo
 DRIVER_ONLY = "import libvirt, sys; libvirt.openReadOnly(sys.argv[1]).listAllDomains(0)"
 
 
-def bench_rss(background: int, tmp: pathlib.Path) -> None:
+def bench_rss(background: int, model: CostModel, tmp: pathlib.Path) -> None:
     """Print peak RSS of a fresh agent process per domain count."""
     print(
-        "\n# Peak RSS of a fresh agent process (python -m nova_orphans.cli audit, Nova over "
-        "loopback HTTP). libvirt's test driver runs inside the agent and holds the world;\n"
+        "\n# Peak RSS and wall of a fresh agent process (python -m nova_orphans.cli audit, Nova "
+        f"over loopback HTTP, model = {model.describe()}, server side).\n"
+        "# libvirt's test driver runs inside the agent and holds the world;\n"
         "# 'driver world' = RSS of a process that only loads that world, minus the same for "
         "0 domains; 'agent - world' = what the agent itself holds"
     )
     print(" domains  peak RSS MiB  driver world MiB  agent - world MiB  wall s  last line")
     base = None
     for size in RSS_SIZES:
-        peak, wall, driver, last = agent_rss(size, background, tmp)
+        peak, wall, driver, last = agent_rss(size, background, model, tmp)
         base = driver if base is None else base
         world = driver - base
         print(
@@ -314,19 +351,43 @@ def bench_rss(background: int, tmp: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
-    parser.add_argument("--latency-ms", type=float, default=2.0)
+    add_model_options(parser)
     parser.add_argument("--background", type=int, default=5_000)
     parser.add_argument("--skip", nargs="*", default=[], choices=("requests", "libvirt", "rss"))
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+    model = cost_model(args)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; Nova model: {model.describe()}")
     with tempfile.TemporaryDirectory() as directory:
         tmp = pathlib.Path(directory)
         if "requests" not in args.skip:
-            bench_requests(args.sizes, args.latency_ms / 1e3, args.background, tmp)
+            bench_requests(args.sizes, model, args.background, tmp)
         if "libvirt" not in args.skip:
             bench_libvirt(args.sizes, tmp)
         if "rss" not in args.skip:
-            bench_rss(args.background, tmp)
+            bench_rss(args.background, model, tmp)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """``--nova-costs FILE`` (the calibrated model) or ``--latency-ms MS`` (a flat one)."""
+    parser.add_argument(
+        "--nova-costs", type=pathlib.Path, default=DEFAULT_PATH,
+        help="calibrated Nova cost model (bench_real_nova --calibrate writes it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--latency-ms", type=float, help="charge a flat cost per request instead of the model"
+    )
+
+
+def cost_model(args: argparse.Namespace) -> CostModel:
+    """The Nova cost model the options choose."""
+    if args.latency_ms is not None:
+        return CostModel.flat(args.latency_ms / 1e3)
+    if not args.nova_costs.exists():
+        raise SystemExit(
+            f"{args.nova_costs}: no calibrated Nova model (bench_real_nova --calibrate writes "
+            "it); --latency-ms MS charges a flat cost instead"
+        )
+    return CostModel.load(args.nova_costs)
 
 
 if __name__ == "__main__":

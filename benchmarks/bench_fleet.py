@@ -16,8 +16,11 @@ guest runs on two hosts) it measures Nova requests and wall time of:
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.bench_fleet [--hosts 100 1000] [--latency-ms 2]
+    .venv/bin/python -m benchmarks.bench_fleet [--hosts 100 1000] [--latency-ms MS]
     .venv/bin/python -m benchmarks.bench_fleet --reports 1000
+
+Nova's answers cost what the model calibrated on the real Nova API says
+(``nova_costs.json``; ``--latency-ms`` charges a flat cost per request instead).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import time
 import uuid as uuidlib
 
 from benchmarks import bench_audit
-from benchmarks.bench_audit import NOW, Approach, Latent, once
+from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
+from benchmarks.nova_costs import CostModel
 from nova_orphans import report as audit_report
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.identity import State, Verdict
@@ -80,11 +84,11 @@ def build_fleet(hosts: int, directory: pathlib.Path) -> tuple[SimulatedNova, flo
 
 
 def ours(
-    nova: SimulatedNova, template: str, latency: float, concurrency: int
+    nova: SimulatedNova, template: str, model: CostModel, concurrency: int
 ) -> tuple[int, float, float, FleetReport]:
     """Requests, wall and simulator seconds of one fleet audit, and its report."""
     settings = fleet_cli.FleetSettings(None, template, concurrency, 60.0)
-    transport = Latent(nova, latency)
+    transport = Latent(nova, model)
     before = nova.request_count
     start = time.perf_counter()
     report = fleet_cli.run_audit(settings, transport, NOW, retry=once)
@@ -97,10 +101,10 @@ def peer(
     nova: SimulatedNova,
     template: str,
     sample: int,
-    latency: float,
+    model: CostModel,
 ) -> tuple[float, float]:
     """Wall and simulator seconds of ``approach`` on the first ``sample`` hosts, one by one."""
-    transport = Latent(nova, latency)
+    transport = Latent(nova, model)
     start = time.perf_counter()
     for n in range(sample):
         with LibvirtObserver.open(template.replace("{host}", host_name(n))) as observer:
@@ -108,14 +112,14 @@ def peer(
     return time.perf_counter() - start, transport.simulated
 
 
-def bench(hosts: int, latency: float, concurrency: int, tmp: pathlib.Path) -> None:
+def bench(hosts: int, model: CostModel, concurrency: int, tmp: pathlib.Path) -> None:
     """Print the rows of one fleet size."""
     directory = tmp / f"fleet-{hosts}"
     directory.mkdir()
     nova, files = build_fleet(hosts, directory)
     template = f"test://{directory.resolve()}/{{host}}.xml"
-    requests, zero, _, report = ours(nova, template, 0.0, concurrency)
-    _, slow, sim, _ = ours(nova, template, latency, concurrency)
+    requests, zero, _, report = ours(nova, template, CostModel.flat(0.0), concurrency)
+    _, slow, sim, _ = ours(nova, template, model, concurrency)
     found = (
         f"{report.count(Kind.SPLIT_BRAIN)} split-brain, {report.count(Kind.DELETED)} deleted, "
         f"{len(report.unreachable)} unreachable"
@@ -129,8 +133,8 @@ def bench(hosts: int, latency: float, concurrency: int, tmp: pathlib.Path) -> No
     for name, count in exact.items():
         sample = min(hosts, 10 if name == "per-domain GET" or hosts <= 100 else 3)
         approach = bench_audit.APPROACHES[name]
-        zero_s, _ = peer(approach, nova, template, sample, 0.0)
-        slow_s, sim_s = peer(approach, nova, template, sample, latency)
+        zero_s, _ = peer(approach, nova, template, sample, CostModel.flat(0.0))
+        slow_s, sim_s = peer(approach, nova, template, sample, model)
         scale = hosts / sample
         note = f"scaled from {sample} hosts, host after host"
         print(_line(hosts, name, count, zero_s * scale, slow_s * scale, sim_s * scale, note))
@@ -141,13 +145,14 @@ def _line(
     hosts: int, name: str, requests: int, zero: float, slow: float, sim: float, note: str
 ) -> str:
     return (
-        f"{hosts:>6}  {name:<15} {requests:>9,} {zero:>10.2f} {slow:>10.2f} {sim:>8.2f} "
-        f"{slow - sim:>12.2f}  {note}"
+        f"{hosts:>6}  {name:<15} {requests:>9,} {zero:>10.2f} {slow:>12.2f} {sim:>8.2f} "
+        f"{slow - sim:>14.2f}  {note}"
     )
 
 
 def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
-    """One report per host, as ``audit --format json`` renders it; Nova knows every host.
+    """One report per host, as ``audit --format json`` renders it; Nova runs every
+    reported server on its host (so a listing of them costs what the model says).
 
     The first two hosts both run ``SPLIT`` (one split-brain candidate)."""
     nova = SimulatedNova()
@@ -156,8 +161,12 @@ def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
         host = host_name(n)
         nova.add_compute(host)
         uuids = [bench_audit.domain_uuid(1 + n * 100 + i) for i in range(DOMAINS_PER_HOST)]
+        for uuid in uuids[:-1]:
+            nova.boot(host, uuid=uuid)
         if n < 2:
             uuids[-1] = SPLIT
+        else:
+            nova.boot(host, uuid=uuids[-1])
         domains = tuple(
             Domain(u, f"instance-{u[-8:]}", DomainState.RUNNING, True, False) for u in uuids
         )
@@ -167,12 +176,12 @@ def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
     return nova
 
 
-def bench_reports(hosts: int, latency: float, tmp: pathlib.Path) -> None:
+def bench_reports(hosts: int, model: CostModel, tmp: pathlib.Path) -> None:
     """Print the wall time of reading and merging ``hosts`` per-host reports."""
     directory = tmp / f"reports-{hosts}"
     directory.mkdir()
     nova = write_reports(hosts, directory)
-    transport = Latent(nova, latency)
+    transport = Latent(nova, model)
     start = time.perf_counter()
     parsed = fleet_reports.read_directory(str(directory))
     read = time.perf_counter() - start
@@ -190,22 +199,23 @@ def bench_reports(hosts: int, latency: float, tmp: pathlib.Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[100, 1_000])
-    parser.add_argument("--latency-ms", type=float, default=2.0)
+    add_model_options(parser)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--reports", type=int, metavar="HOSTS", help="merge HOSTS reports")
     args = parser.parse_args()
+    model = cost_model(args)
     if args.reports:
         with tempfile.TemporaryDirectory() as directory:
-            bench_reports(args.reports, args.latency_ms / 1e3, pathlib.Path(directory))
+            bench_reports(args.reports, model, pathlib.Path(directory))
         return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {DOMAINS_PER_HOST} domains "
-          f"per host; lat = {args.latency_ms:g} ms per request; fleet concurrency "
+          f"per host; Nova model: {model.describe()}; fleet concurrency "
           f"{args.concurrency}; (sim s) = time inside the simulated Nova")  # fmt: skip
     print(f"{'hosts':>6}  {'approach':<15} {'requests':>9} {'wall s 0ms':>10} "
-          f"{'wall s lat':>10} {'(sim s)':>8} {'wall-sim lat':>12}  how")  # fmt: skip
+          f"{'wall s model':>12} {'(sim s)':>8} {'wall-sim model':>14}  how")  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
         for hosts in args.hosts:
-            bench(hosts, args.latency_ms / 1e3, args.concurrency, pathlib.Path(directory))
+            bench(hosts, model, args.concurrency, pathlib.Path(directory))
 
 
 if __name__ == "__main__":
