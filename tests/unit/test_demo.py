@@ -35,7 +35,7 @@ def test_demo_json_carries_what_nova_said(capsys):
 
 
 def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
+    assert cli.main(["demo", "--wide"]) == cli.EXIT_SHARED_VOLUME  # one line per danger
     lines = capsys.readouterr().out.splitlines()
     dangers = [line for line in lines if line.startswith("DANGER ")]
     assert dangers == [
