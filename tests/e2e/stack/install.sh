@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Install what the end-to-end Nova stack needs: Debian packages (MariaDB, RabbitMQ, libvirt, QEMU)
-# and two virtualenvs under $STACK_DIR (default: <repo>/.stack):
-#   nova-venv:   nova, openstack-placement, openstacksdk, pymysql, gunicorn, libvirt-python
-#   glance-venv: glance, pymysql, gunicorn
+# and one virtualenv per service under $STACK_DIR (default: <repo>/.stack), installed in parallel
+# (each keeps its own pins apart):
+#   nova-venv:     nova, openstack-placement, openstacksdk, pymysql, gunicorn, libvirt-python
+#   glance-venv:   glance, pymysql, gunicorn
+#   keystone-venv: keystone, pymysql, gunicorn
+#   neutron-venv:  neutron, pymysql, gunicorn
+#   cinder-venv:   cinder, pymysql, gunicorn
 # Idempotent: packages and venvs already present are left alone (a marker file records a
 # finished pip install).
 set -euo pipefail
@@ -12,6 +16,9 @@ STACK_DIR=${STACK_DIR:-$REPO/.stack}
 PYTHON=${PYTHON:-python3}
 NOVA_PKGS=${NOVA_PKGS:-"nova openstack-placement openstacksdk pymysql gunicorn libvirt-python"}
 GLANCE_PKGS=${GLANCE_PKGS:-"glance pymysql gunicorn"}
+KEYSTONE_PKGS=${KEYSTONE_PKGS:-"keystone pymysql gunicorn"}
+NEUTRON_PKGS=${NEUTRON_PKGS:-"neutron pymysql gunicorn"}
+CINDER_PKGS=${CINDER_PKGS:-"cinder pymysql gunicorn"}
 t0=$(date +%s)
 
 apt_pkgs=(mariadb-server rabbitmq-server libvirt-daemon-system libvirt-daemon-driver-qemu
@@ -45,13 +52,20 @@ mkvenv() {  # name, packages...
 }
 
 mkdir -p "$STACK_DIR"
-mkvenv nova-venv $NOVA_PKGS > "$STACK_DIR/install-nova.log" 2>&1 &
-p1=$!
-mkvenv glance-venv $GLANCE_PKGS > "$STACK_DIR/install-glance.log" 2>&1 &
-p2=$!
+declare -A pids
+for name in nova glance keystone neutron cinder; do
+    pkgs_var=${name^^}_PKGS
+    mkvenv "$name-venv" ${!pkgs_var} >"$STACK_DIR/install-$name.log" 2>&1 &
+    pids[$name]=$!
+done
 rc=0
-wait "$p1" || { rc=1; echo "install: nova venv failed, see $STACK_DIR/install-nova.log" >&2; tail -20 "$STACK_DIR/install-nova.log" >&2; }
-wait "$p2" || { rc=1; echo "install: glance venv failed, see $STACK_DIR/install-glance.log" >&2; tail -20 "$STACK_DIR/install-glance.log" >&2; }
-cat "$STACK_DIR/install-nova.log" "$STACK_DIR/install-glance.log" | grep '^install:' || true
+for name in nova glance keystone neutron cinder; do
+    if ! wait "${pids[$name]}"; then
+        rc=1
+        echo "install: $name venv failed, see $STACK_DIR/install-$name.log" >&2
+        tail -20 "$STACK_DIR/install-$name.log" >&2
+    fi
+    grep '^install:' "$STACK_DIR/install-$name.log" || true
+done
 echo "install: done in $(( $(date +%s) - t0 )) s (rc=$rc)"
 exit $rc

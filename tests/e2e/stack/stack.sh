@@ -24,6 +24,13 @@ STACK_DIR=${STACK_DIR:-$REPO/.stack}
 STATE=${STACK_STATE:-$STACK_DIR/state}
 NV=$STACK_DIR/nova-venv
 GV=$STACK_DIR/glance-venv
+KV=$STACK_DIR/keystone-venv
+KEYSTONE=http://127.0.0.1:5000
+# Passwords of the stack's Keystone users (a private test stack on 127.0.0.1).
+ADMIN_PASSWORD=stack-admin
+SERVICE_PASSWORD=stack-service
+# nova-api enforces the policy file nova-orphans ships (the least-privilege setup).
+NOVA_POLICY=$REPO/nova_orphans/data/nova-policy.yaml
 ETC=$STATE/etc
 LOG=$STATE/log
 RUN=$STATE/run
@@ -118,6 +125,11 @@ http_ok() {
 }
 
 # ---------------------------------------------------------------------------- config
+service_auth() {  # keystoneauth password options of the stack's one service user, nova
+    printf '%s\n' "auth_type = password" "auth_url = $KEYSTONE/v3" "username = nova" \
+        "password = $SERVICE_PASSWORD" "user_domain_name = Default" "project_name = service" \
+        "project_domain_name = Default"
+}
 write_configs() {
     mkdir -p "$ETC" "$LOG" "$RUN" "$STATE/bin" "$STATE/glance/images" "$STATE/glance/staging" \
         "$STATE/glance/tasks"
@@ -125,7 +137,8 @@ write_configs() {
         >"$STATE/bin/sudo"
     chmod +x "$STATE/bin/sudo"
 
-    # Nova's API paste pipeline with the test token filter instead of keystonemiddleware.
+    # Nova's API paste pipeline: fake_auth validates Keystone tokens with keystonemiddleware
+    # and still takes the older tests' "user:project" tokens.
     sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
         "$NV/etc/nova/api-paste.ini" >"$ETC/api-paste.ini"
     grep -q 'fake_auth:filter_factory' "$ETC/api-paste.ini" || die "could not patch api-paste.ini"
@@ -166,11 +179,14 @@ discover_hosts_in_cells_interval = 2
 workers = 1
 [conductor]
 workers = 1
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+service_type = compute
 [placement]
-auth_type = admin_token
-endpoint = http://127.0.0.1:8778
-token = $TOKEN
+$(service_auth)
 region_name = RegionOne
+valid_interfaces = public
 [neutron]
 auth_type = admin_token
 endpoint = http://127.0.0.1:9696
@@ -193,7 +209,10 @@ ovsdb_connection = tcp:127.0.0.1:1
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
+policy_file = $NOVA_POLICY
+policy_dirs = $ETC/nova-policy.d
 EOF
+    mkdir -p "$ETC/nova-policy.d"
     # The second nova-api: the same configuration but for [api] max_limit.
     mkdir -p "$ETC/limited"
     cp "$ETC/api-paste.ini" "$ETC/limited/api-paste.ini"
@@ -231,9 +250,35 @@ EOF
 [DEFAULT]
 debug = false
 [api]
-auth_strategy = noauth2
+auth_strategy = keystone
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
 [placement_database]
 connection = $DB/placement
+EOF
+
+    mkdir -p "$STATE/keystone/fernet-keys" "$STATE/keystone/credential-keys"
+    cat >"$ETC/keystone.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+[database]
+connection = $DB/keystone
+[token]
+provider = fernet
+expiration = 86400
+[fernet_tokens]
+key_repository = $STATE/keystone/fernet-keys
+[fernet_receipts]
+key_repository = $STATE/keystone/fernet-keys
+[credential]
+key_repository = $STATE/keystone/credential-keys
+[cache]
+enabled = false
+[identity]
+# NOTE: bcrypt's cheapest cost: every user created and every password checked pays it.
+password_hash_rounds = 4
 EOF
 
     cp "$GV/etc/glance/glance-api-paste.ini" "$ETC/glance-api-paste.ini"
@@ -321,7 +366,8 @@ create_databases() {
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'localhost';
          CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
          CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
-         CREATE DATABASE IF NOT EXISTS glance; FLUSH PRIVILEGES;" || die "could not create databases"
+         CREATE DATABASE IF NOT EXISTS glance; CREATE DATABASE IF NOT EXISTS keystone;
+         FLUSH PRIVILEGES;" || die "could not create databases"
     sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
          CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
@@ -336,6 +382,15 @@ create_databases() {
     local p2=$!
     ( $nm --config-file "$ETC/cell2.conf" db sync --local_cell >"$LOG/nova-cell2-dbsync.log" 2>&1 ) &
     local p3=$!
+    local km="$KV/bin/keystone-manage --config-file $ETC/keystone.conf"
+    ( $km fernet_setup --keystone-user root --keystone-group root &&
+      $km credential_setup --keystone-user root --keystone-group root ) \
+        >"$LOG/keystone-keys.log" 2>&1 &
+    local p5=$!
+    ( $km db_sync && $km bootstrap --bootstrap-password "$ADMIN_PASSWORD" --bootstrap-region-id RegionOne \
+        --bootstrap-admin-url "$KEYSTONE/v3" --bootstrap-public-url "$KEYSTONE/v3" \
+        --bootstrap-internal-url "$KEYSTONE/v3" ) >"$LOG/keystone-dbsync.log" 2>&1 &
+    local p4=$!
     { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
       $nm cell_v2 create_cell --name cell2 --database_connection "$DB2/nova_cell2" \
         --transport-url "$CELL2_TRANSPORT" &&
@@ -343,6 +398,8 @@ create_databases() {
     wait "$p3" || die "cell2 db sync failed (see $LOG/nova-cell2-dbsync.log)"
     wait "$p1" || die "placement db sync failed (see $LOG/placement-dbsync.log)"
     wait "$p2" || die "glance db sync failed (see $LOG/glance-dbsync.log)"
+    wait "$p4" || die "keystone db set-up failed (see $LOG/keystone-dbsync.log)"
+    wait "$p5" || die "keystone key set-up failed (see $LOG/keystone-keys.log)"
     log "databases created in $(since "$t") s"
 }
 
@@ -352,23 +409,28 @@ start_compute() {  # host
     daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" "${cell[@]}" \
         --config-file "$ETC/compute-$1.conf"
 }
+wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
+    daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers 1 --threads "$4" --timeout 120 \
+        --graceful-timeout 3 --name "$1" --pythonpath "$HERE" wsgi_app:application
+}
 start_service() {  # name
     case "$1" in
         neutron-stub) daemon neutron-stub "$NV/bin/python" "$HERE/neutron_stub.py" 9696 ;;
+        keystone)
+            OS_KEYSTONE_CONFIG_FILES=$ETC/keystone.conf STACK_WSGI_APP=keystone.wsgi.api:application \
+                wsgi keystone "$KV" 5000 4 ;;
         placement-api)
-            OS_PLACEMENT_CONFIG_DIR=$ETC daemon placement-api gunicorn --bind 127.0.0.1:8778 \
-                --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name placement-api placement.wsgi.api:application ;;
+            OS_PLACEMENT_CONFIG_DIR=$ETC STACK_WSGI_APP=placement.wsgi.api:application \
+                wsgi placement-api "$NV" 8778 4 ;;
         glance-api)
             OS_GLANCE_CONFIG_DIR=$ETC daemon glance-api "$GV/bin/gunicorn" --bind 127.0.0.1:9292 \
                 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name glance-api glance.wsgi.api:application ;;
         nova-api)
-            OS_NOVA_CONFIG_DIR=$ETC daemon nova-api gunicorn \
-                --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --graceful-timeout 3 --name nova-api \
-                --pythonpath "$HERE" nova_api_wsgi:application ;;
+            OS_NOVA_CONFIG_DIR=$ETC STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
+                wsgi nova-api "$NV" 8774 8 ;;
         nova-api-limited)
-            OS_NOVA_CONFIG_DIR=$ETC/limited daemon nova-api-limited gunicorn \
-                --bind 127.0.0.1:8785 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 \
-                --name nova-api-limited --pythonpath "$HERE" nova_api_wsgi:application ;;
+            OS_NOVA_CONFIG_DIR=$ETC/limited STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
+                wsgi nova-api-limited "$NV" 8785 4 ;;
         nova-conductor) daemon nova-conductor nova-conductor --config-file "$ETC/nova.conf" ;;
         nova-conductor-cell2)
             daemon nova-conductor-cell2 nova-conductor --config-file "$ETC/nova.conf" \
@@ -431,12 +493,18 @@ cleanup_guests() {  # destroy/undefine the domains our lvhost compute created
     done
 }
 
+keystone_setup() {  # catalog, service users, nova-orphans' least-privilege user: $STATE/keystone.json
+    "$NV/bin/python" "$HERE/keystone_setup.py" "$STATE" "$ADMIN_PASSWORD" "$SERVICE_PASSWORD" \
+        >"$LOG/keystone-setup.log" 2>&1 ||
+        { tail -5 "$LOG/keystone-setup.log" >&2; die "keystone set-up failed (see $LOG/keystone-setup.log)"; }
+}
+
 bootstrap() {  # image + flavor, recorded in $STATE/stack.json
     "$NV/bin/python" "$HERE/bootstrap.py" "$STATE" >"$LOG/bootstrap.log" 2>&1 ||
         { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
 }
 
-ALL_SVCS="mariadb mariadb-cell2 rabbitmq neutron-stub placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
+ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-stub placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
 
 status() {
     local s
@@ -449,7 +517,7 @@ status() {
 
 start() {
     local t0; t0=$(date +%s)
-    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] ||
+    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] && [ -x "$KV/bin/keystone-manage" ] ||
         die "venvs missing: run tests/e2e/stack/install.sh first"
     if status >/dev/null 2>&1; then log "already up"; return 0; fi
     stop >/dev/null 2>&1 || true
@@ -479,8 +547,13 @@ start() {
     waitfor mariadb-cell2 60 mariadb_up "$MYSQL2_SOCK"
     log "mariadb up after $(since "$t0") s"
     create_databases
+    start_service keystone
     start_service placement-api
     start_service glance-api
+    waitfor keystone 90 http_ok $KEYSTONE/v3
+    # The catalog and users are made while RabbitMQ and Nova start; computes need them.
+    keystone_setup &
+    local ks=$!
     waitfor rabbitmq 90 rabbit_up
     cell2_vhost
     # RabbitMQ starts Erlang's port mapper as a detached daemon; stop it with the stack only
@@ -493,8 +566,10 @@ start() {
     start_service nova-conductor-cell2
     start_service nova-scheduler
     # A compute that pings the conductor before its queue exists waits 10 s for nothing.
-    waitfor "nova-conductor consumer" 90 conductor_ready
-    waitfor "nova-conductor-cell2 consumer" 90 conductor_ready cell2
+    waitfor "nova-conductor consumer" 180 conductor_ready
+    waitfor "nova-conductor-cell2 consumer" 180 conductor_ready cell2
+    wait "$ks" || die "keystone set-up failed"
+    log "keystone set up after $(since "$t0") s"
     preregister_lvhost
     for h in $COMPUTES $CELL2_COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
@@ -513,7 +588,7 @@ stop() {
     # The OpenStack services first (they would log connection errors otherwise), then the
     # message bus and database.
     kill_svcs nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler \
-        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-stub
+        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-stub keystone
     kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
     log "stopped"
