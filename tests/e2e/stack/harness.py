@@ -203,16 +203,24 @@ class Nova:
         return None
 
     def boot(
-        self, host: str, name: str | None = None, *, wait: bool = True, timeout: float = 90
+        self,
+        host: str,
+        name: str | None = None,
+        *,
+        wait: bool = True,
+        timeout: float = 90,
+        networks: Any = "none",
     ) -> dict[str, Any]:
-        """Boot a network-less server on ``host`` (``availability_zone nova:HOST``)."""
+        """Boot a server on ``host`` (``availability_zone nova:HOST``), network-less unless
+        ``networks`` says otherwise (e.g. ``[{"uuid": stack_info()["network_id"]}]``: a port
+        on the stack's Neutron network ``e2e-net``)."""
         info = stack_info()
         body = {
             "server": {
                 "name": name or f"e2e-{host}-{uuidlib.uuid4().hex[:8]}",
                 "imageRef": info["image_id"],
                 "flavorRef": info["flavor_id"],
-                "networks": "none",
+                "networks": networks,
                 "availability_zone": f"nova:{host}",
             }
         }

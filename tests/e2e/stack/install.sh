@@ -5,7 +5,7 @@
 #   nova-venv:     nova, openstack-placement, openstacksdk, pymysql, gunicorn, libvirt-python
 #   glance-venv:   glance, pymysql, gunicorn
 #   keystone-venv: keystone, pymysql, gunicorn
-#   neutron-venv:  neutron, pymysql, gunicorn
+#   neutron-venv:  neutron, pymysql, gunicorn, and the stack's ML2 driver (neutron_stack_driver/)
 #   cinder-venv:   cinder, pymysql, gunicorn
 # Idempotent: packages and venvs already present are left alone (a marker file records a
 # finished pip install).
@@ -67,5 +67,18 @@ for name in nova glance keystone neutron cinder; do
     fi
     grep '^install:' "$STACK_DIR/install-$name.log" || true
 done
+# The stack's ML2 mechanism driver (an entry point, so a distribution of its own), installed
+# again whenever its source changed. Built from a copy: pip would leave build files here.
+driver_src=$HERE/neutron_stack_driver
+installed=$("$STACK_DIR/neutron-venv/bin/python" -c \
+    'import neutron_stack_driver; print(neutron_stack_driver.__file__)' 2>/dev/null || true)
+if [ $rc = 0 ] && ! { [ -n "$installed" ] && cmp -s "$installed" "$driver_src/neutron_stack_driver.py"; }; then
+    tmp=$(mktemp -d)
+    cp -r "$driver_src" "$tmp/"
+    "$STACK_DIR/neutron-venv/bin/pip" install -q --no-deps --force-reinstall "$tmp/neutron_stack_driver" \
+        >>"$STACK_DIR/install-neutron.log" 2>&1 || { rc=1; echo "install: neutron_stack_driver failed" >&2; }
+    rm -rf "$tmp"
+    echo "install: neutron_stack_driver installed"
+fi
 echo "install: done in $(( $(date +%s) - t0 )) s (rc=$rc)"
 exit $rc

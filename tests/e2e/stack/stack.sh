@@ -25,6 +25,7 @@ STATE=${STACK_STATE:-$STACK_DIR/state}
 NV=$STACK_DIR/nova-venv
 GV=$STACK_DIR/glance-venv
 KV=$STACK_DIR/keystone-venv
+NEV=$STACK_DIR/neutron-venv
 KEYSTONE=http://127.0.0.1:5000
 # Passwords of the stack's Keystone users (a private test stack on 127.0.0.1).
 ADMIN_PASSWORD=stack-admin
@@ -162,6 +163,9 @@ heal_instance_info_cache_interval = -1
 periodic_fuzzy_delay = 0
 graceful_shutdown_timeout = 3
 instance_usage_audit = false
+# Neutron has no agents here: no port ever reports "plugged"; do not wait for it.
+vif_plugging_is_fatal = false
+vif_plugging_timeout = 0
 [api]
 max_limit = 1000
 [wsgi]
@@ -188,9 +192,7 @@ $(service_auth)
 region_name = RegionOne
 valid_interfaces = public
 [neutron]
-auth_type = admin_token
-endpoint = http://127.0.0.1:9696
-token = $TOKEN
+$(service_auth)
 endpoint_override = http://127.0.0.1:9696
 region_name = RegionOne
 [glance]
@@ -281,6 +283,45 @@ enabled = false
 password_hash_rounds = 4
 EOF
 
+    # neutron-server alone: ML2 with the stack's mechanism driver (binds every port, no
+    # agents), VLAN tenant networks, no L3/DHCP/OVN.
+    mkdir -p "$STATE/neutron/lock"
+    sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
+        "$NEV/etc/neutron/api-paste.ini" >"$ETC/neutron-api-paste.ini"
+    grep -q 'fake_auth:filter_factory' "$ETC/neutron-api-paste.ini" || die "could not patch neutron's api-paste.ini"
+    cat >"$ETC/neutron.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+core_plugin = ml2
+service_plugins =
+auth_strategy = keystone
+api_paste_config = $ETC/neutron-api-paste.ini
+state_path = $STATE/neutron
+transport_url = rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/
+rpc_workers = 0
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+[database]
+connection = $DB/neutron
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+[oslo_concurrency]
+lock_path = $STATE/neutron/lock
+[oslo_messaging_notifications]
+driver = noop
+[ml2]
+type_drivers = flat,vlan
+tenant_network_types = vlan
+mechanism_drivers = stack
+extension_drivers = port_security
+[ml2_type_vlan]
+network_vlan_ranges = physnet1:100:199
+[ml2_type_flat]
+flat_networks = *
+EOF
+
     cp "$GV/etc/glance/glance-api-paste.ini" "$ETC/glance-api-paste.ini"
     cat >"$ETC/glance-api.conf" <<EOF
 [DEFAULT]
@@ -367,7 +408,7 @@ create_databases() {
          CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
          CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
          CREATE DATABASE IF NOT EXISTS glance; CREATE DATABASE IF NOT EXISTS keystone;
-         FLUSH PRIVILEGES;" || die "could not create databases"
+         CREATE DATABASE IF NOT EXISTS neutron; FLUSH PRIVILEGES;" || die "could not create databases"
     sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
          CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
@@ -391,6 +432,9 @@ create_databases() {
         --bootstrap-admin-url "$KEYSTONE/v3" --bootstrap-public-url "$KEYSTONE/v3" \
         --bootstrap-internal-url "$KEYSTONE/v3" ) >"$LOG/keystone-dbsync.log" 2>&1 &
     local p4=$!
+    ( "$NEV/bin/neutron-db-manage" --config-file "$ETC/neutron.conf" upgrade heads ) \
+        >"$LOG/neutron-dbsync.log" 2>&1 &
+    local p6=$!
     { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
       $nm cell_v2 create_cell --name cell2 --database_connection "$DB2/nova_cell2" \
         --transport-url "$CELL2_TRANSPORT" &&
@@ -400,6 +444,7 @@ create_databases() {
     wait "$p2" || die "glance db sync failed (see $LOG/glance-dbsync.log)"
     wait "$p4" || die "keystone db set-up failed (see $LOG/keystone-dbsync.log)"
     wait "$p5" || die "keystone key set-up failed (see $LOG/keystone-keys.log)"
+    wait "$p6" || die "neutron db sync failed (see $LOG/neutron-dbsync.log)"
     log "databases created in $(since "$t") s"
 }
 
@@ -415,7 +460,9 @@ wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $ST
 }
 start_service() {  # name
     case "$1" in
-        neutron-stub) daemon neutron-stub "$NV/bin/python" "$HERE/neutron_stub.py" 9696 ;;
+        neutron-api)
+            OS_NEUTRON_CONFIG_DIR=$ETC OS_NEUTRON_CONFIG_FILES=neutron.conf \
+                STACK_WSGI_APP=neutron.wsgi.api:application wsgi neutron-api "$NEV" 9696 4 ;;
         keystone)
             OS_KEYSTONE_CONFIG_FILES=$ETC/keystone.conf STACK_WSGI_APP=keystone.wsgi.api:application \
                 wsgi keystone "$KV" 5000 4 ;;
@@ -504,7 +551,7 @@ bootstrap() {  # image + flavor, recorded in $STATE/stack.json
         { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
 }
 
-ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-stub placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
+ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-api placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
 
 status() {
     local s
@@ -517,7 +564,8 @@ status() {
 
 start() {
     local t0; t0=$(date +%s)
-    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] && [ -x "$KV/bin/keystone-manage" ] ||
+    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] && [ -x "$KV/bin/keystone-manage" ] &&
+        [ -x "$NEV/bin/neutron-db-manage" ] ||
         die "venvs missing: run tests/e2e/stack/install.sh first"
     if status >/dev/null 2>&1; then log "already up"; return 0; fi
     stop >/dev/null 2>&1 || true
@@ -531,7 +579,7 @@ start() {
     cleanup_guests
     write_configs
     local epmd_before; epmd_before=$(pgrep -x epmd || true)
-    log "starting mariadb (both cells), rabbitmq, neutron stub"
+    log "starting mariadb (both cells), rabbitmq"
     # Bootstraps one after the other (about a second each): nothing shared can race.
     install_mariadb mariadb "$STATE/mysql"
     install_mariadb mariadb-cell2 "$STATE/mysql-cell2"
@@ -540,7 +588,6 @@ start() {
     start_mariadb_cell2 &
     local m2=$!
     start_rabbit
-    start_service neutron-stub
     wait "$m1" || die "mariadb did not start (see $LOG/mariadb-install.log)"
     wait "$m2" || die "mariadb-cell2 did not start (see $LOG/mariadb-cell2-install.log)"
     waitfor mariadb 60 mariadb_up
@@ -548,6 +595,7 @@ start() {
     log "mariadb up after $(since "$t0") s"
     create_databases
     start_service keystone
+    start_service neutron-api
     start_service placement-api
     start_service glance-api
     waitfor keystone 90 http_ok $KEYSTONE/v3
@@ -574,6 +622,7 @@ start() {
     for h in $COMPUTES $CELL2_COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
     waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
+    waitfor neutron-api 90 http_ok http://127.0.0.1:9696/
     waitfor nova-api 90 http_ok http://127.0.0.1:8774/
     waitfor nova-api-limited 90 http_ok http://127.0.0.1:8785/
     log "APIs up after $(since "$t0") s"
@@ -588,7 +637,7 @@ stop() {
     # The OpenStack services first (they would log connection errors otherwise), then the
     # message bus and database.
     kill_svcs nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler \
-        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-stub keystone
+        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-api keystone
     kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
     log "stopped"
