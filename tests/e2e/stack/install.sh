@@ -6,9 +6,9 @@
 #   glance-venv:   glance, pymysql, gunicorn
 #   keystone-venv: keystone, pymysql, gunicorn
 #   neutron-venv:  neutron, pymysql, gunicorn, and the stack's ML2 driver (neutron_stack_driver/)
-#   cinder-venv:   cinder, pymysql, gunicorn
+#   cinder-venv:   cinder, pymysql, gunicorn, fixtures
 # Idempotent: packages and venvs already present are left alone (a marker file records a
-# finished pip install).
+# finished pip install and its package list; a venv whose list grew gets the new packages).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
@@ -18,7 +18,8 @@ NOVA_PKGS=${NOVA_PKGS:-"nova openstack-placement openstacksdk pymysql gunicorn l
 GLANCE_PKGS=${GLANCE_PKGS:-"glance pymysql gunicorn"}
 KEYSTONE_PKGS=${KEYSTONE_PKGS:-"keystone pymysql gunicorn"}
 NEUTRON_PKGS=${NEUTRON_PKGS:-"neutron pymysql gunicorn"}
-CINDER_PKGS=${CINDER_PKGS:-"cinder pymysql gunicorn"}
+# fixtures: cinder.tests.fake_driver (the stack's volume backend) imports it.
+CINDER_PKGS=${CINDER_PKGS:-"cinder pymysql gunicorn fixtures"}
 t0=$(date +%s)
 
 apt_pkgs=(mariadb-server rabbitmq-server libvirt-daemon-system libvirt-daemon-driver-qemu
@@ -41,13 +42,18 @@ fi
 
 mkvenv() {  # name, packages...
     local venv=$STACK_DIR/$1; shift
-    if [ -f "$venv/.installed" ]; then echo "install: $venv already installed"; return 0; fi
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip setuptools wheel
+    if [ -f "$venv/.installed" ]; then
+        if [ "$(cat "$venv/.installed")" = "$*" ]; then
+            echo "install: $venv already installed"; return 0
+        fi
+    else
+        rm -rf "$venv"
+        "$PYTHON" -m venv "$venv"
+        "$venv/bin/pip" install -q --upgrade pip setuptools wheel
+    fi
     # shellcheck disable=SC2068
     "$venv/bin/pip" install -q $@
-    touch "$venv/.installed"
+    echo "$*" >"$venv/.installed"
     echo "install: $venv ready"
 }
 

@@ -26,6 +26,7 @@ NV=$STACK_DIR/nova-venv
 GV=$STACK_DIR/glance-venv
 KV=$STACK_DIR/keystone-venv
 NEV=$STACK_DIR/neutron-venv
+CV=$STACK_DIR/cinder-venv
 KEYSTONE=http://127.0.0.1:5000
 # Passwords of the stack's Keystone users (a private test stack on 127.0.0.1).
 ADMIN_PASSWORD=stack-admin
@@ -113,8 +114,10 @@ waitfor() {  # description timeout_s command...
     local end=$(( $(date +%s) + tmo ))
     until "$@"; do
         if [ "$(date +%s)" -ge "$end" ]; then
-            # CI keeps only what was printed: show the service's own last words.
-            [ -f "$LOG/$what.log" ] && tail -n 20 "$LOG/$what.log" | sed "s/^/stack: $what.log: /" >&2
+            # CI keeps only what was printed: show the service's own last words (the log of
+            # the description's first word: "nova-conductor consumer" -> nova-conductor.log).
+            local name=${what%% *}
+            [ -f "$LOG/$name.log" ] && tail -n 20 "$LOG/$name.log" | sed "s/^/stack: $name.log: /" >&2
             die "$what not ready within ${tmo}s (logs: $LOG)"
         fi
         sleep 0.3
@@ -199,7 +202,10 @@ region_name = RegionOne
 endpoint_override = http://127.0.0.1:9292
 region_name = RegionOne
 [cinder]
+$(service_auth)
 os_region_name = RegionOne
+# NOTE: the older tests' "user:project" tokens carry no service catalog.
+endpoint_template = http://127.0.0.1:8776/v3
 [vnc]
 enabled = false
 [spice]
@@ -322,6 +328,38 @@ network_vlan_ranges = physnet1:100:199
 flat_networks = *
 EOF
 
+    # Cinder: cinder-api, cinder-scheduler and one cinder-volume whose backend is Cinder's own
+    # FakeLoggingVolumeDriver (volumes, attachments and connections are records only; the
+    # fake-driver computes attach them in records too).
+    mkdir -p "$STATE/cinder/lock"
+    sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
+        "$CV/etc/cinder/api-paste.ini" >"$ETC/cinder-api-paste.ini"
+    grep -q 'fake_auth:filter_factory' "$ETC/cinder-api-paste.ini" || die "could not patch cinder's api-paste.ini"
+    cat >"$ETC/cinder.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+auth_strategy = keystone
+api_paste_config = $ETC/cinder-api-paste.ini
+transport_url = rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/
+enabled_backends = fake
+state_path = $STATE/cinder
+my_ip = 127.0.0.1
+host = stack-cinder
+[database]
+connection = $DB/cinder
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+[oslo_concurrency]
+lock_path = $STATE/cinder/lock
+[oslo_messaging_notifications]
+driver = noop
+[fake]
+volume_driver = cinder.tests.fake_driver.FakeLoggingVolumeDriver
+volume_backend_name = fake
+EOF
+
     cp "$GV/etc/glance/glance-api-paste.ini" "$ETC/glance-api-paste.ini"
     cat >"$ETC/glance-api.conf" <<EOF
 [DEFAULT]
@@ -408,7 +446,8 @@ create_databases() {
          CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
          CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
          CREATE DATABASE IF NOT EXISTS glance; CREATE DATABASE IF NOT EXISTS keystone;
-         CREATE DATABASE IF NOT EXISTS neutron; FLUSH PRIVILEGES;" || die "could not create databases"
+         CREATE DATABASE IF NOT EXISTS neutron; CREATE DATABASE IF NOT EXISTS cinder;
+         FLUSH PRIVILEGES;" || die "could not create databases"
     sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
          CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
@@ -435,6 +474,9 @@ create_databases() {
     ( "$NEV/bin/neutron-db-manage" --config-file "$ETC/neutron.conf" upgrade heads ) \
         >"$LOG/neutron-dbsync.log" 2>&1 &
     local p6=$!
+    ( "$CV/bin/cinder-manage" --config-file "$ETC/cinder.conf" db sync ) \
+        >"$LOG/cinder-dbsync.log" 2>&1 &
+    local p7=$!
     { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
       $nm cell_v2 create_cell --name cell2 --database_connection "$DB2/nova_cell2" \
         --transport-url "$CELL2_TRANSPORT" &&
@@ -445,6 +487,7 @@ create_databases() {
     wait "$p4" || die "keystone db set-up failed (see $LOG/keystone-dbsync.log)"
     wait "$p5" || die "keystone key set-up failed (see $LOG/keystone-keys.log)"
     wait "$p6" || die "neutron db sync failed (see $LOG/neutron-dbsync.log)"
+    wait "$p7" || die "cinder db sync failed (see $LOG/cinder-dbsync.log)"
     log "databases created in $(since "$t") s"
 }
 
@@ -466,6 +509,11 @@ start_service() {  # name
         keystone)
             OS_KEYSTONE_CONFIG_FILES=$ETC/keystone.conf STACK_WSGI_APP=keystone.wsgi.api:application \
                 wsgi keystone "$KV" 5000 4 ;;
+        cinder-api)
+            STACK_WSGI_ARGV="--config-file $ETC/cinder.conf" \
+                STACK_WSGI_APP=cinder.wsgi.api:application wsgi cinder-api "$CV" 8776 4 ;;
+        cinder-scheduler) daemon cinder-scheduler "$CV/bin/cinder-scheduler" --config-file "$ETC/cinder.conf" ;;
+        cinder-volume) daemon cinder-volume "$CV/bin/cinder-volume" --config-file "$ETC/cinder.conf" ;;
         placement-api)
             OS_PLACEMENT_CONFIG_DIR=$ETC STACK_WSGI_APP=placement.wsgi.api:application \
                 wsgi placement-api "$NV" 8778 4 ;;
@@ -506,6 +554,12 @@ compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh
     n=$(consumers "$vhost" "compute.$h"); [ "${n:-0}" -ge 1 ] || return 1
     n=$(sql "SELECT count(*) FROM $db.services WHERE host='$h' AND \`binary\`='nova-compute'
              AND deleted=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND" "$sock") || return 1
+    [ "${n:-0}" -ge 1 ]
+}
+cinder_volume_ready() {  # the fake backend's cinder-volume reports to the database
+    local n
+    n=$(sql "SELECT count(*) FROM cinder.services WHERE \`binary\`='cinder-volume' AND deleted=0
+             AND disabled=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND") || return 1
     [ "${n:-0}" -ge 1 ]
 }
 all_computes_ready() {
@@ -551,7 +605,7 @@ bootstrap() {  # image + flavor, recorded in $STATE/stack.json
         { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
 }
 
-ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-api placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
+ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-api cinder-api cinder-scheduler cinder-volume placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
 
 status() {
     local s
@@ -565,7 +619,7 @@ status() {
 start() {
     local t0; t0=$(date +%s)
     [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] && [ -x "$KV/bin/keystone-manage" ] &&
-        [ -x "$NEV/bin/neutron-db-manage" ] ||
+        [ -x "$NEV/bin/neutron-db-manage" ] && [ -x "$CV/bin/cinder-manage" ] ||
         die "venvs missing: run tests/e2e/stack/install.sh first"
     if status >/dev/null 2>&1; then log "already up"; return 0; fi
     stop >/dev/null 2>&1 || true
@@ -596,10 +650,12 @@ start() {
     create_databases
     start_service keystone
     start_service neutron-api
+    start_service cinder-api
     start_service placement-api
     start_service glance-api
     waitfor keystone 90 http_ok $KEYSTONE/v3
-    # The catalog and users are made while RabbitMQ and Nova start; computes need them.
+    # The catalog and users are made while RabbitMQ starts; every Nova service needs them
+    # (nova-conductor dies at start when its placement client cannot get a token).
     keystone_setup &
     local ks=$!
     waitfor rabbitmq 90 rabbit_up
@@ -608,26 +664,30 @@ start() {
     # when this start brought it up.
     if [ -z "$epmd_before" ]; then pgrep -x epmd | head -1 >"$(pidfile epmd)" || true; fi
     log "rabbitmq up after $(since "$t0") s"
+    wait "$ks" || die "keystone set-up failed"
+    log "keystone set up after $(since "$t0") s"
     start_service nova-api
     start_service nova-api-limited
     start_service nova-conductor
     start_service nova-conductor-cell2
     start_service nova-scheduler
+    start_service cinder-scheduler
+    start_service cinder-volume
     # A compute that pings the conductor before its queue exists waits 10 s for nothing.
     waitfor "nova-conductor consumer" 180 conductor_ready
     waitfor "nova-conductor-cell2 consumer" 180 conductor_ready cell2
-    wait "$ks" || die "keystone set-up failed"
-    log "keystone set up after $(since "$t0") s"
     preregister_lvhost
     for h in $COMPUTES $CELL2_COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
     waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
     waitfor neutron-api 90 http_ok http://127.0.0.1:9696/
+    waitfor cinder-api 90 http_ok http://127.0.0.1:8776/
     waitfor nova-api 90 http_ok http://127.0.0.1:8774/
     waitfor nova-api-limited 90 http_ok http://127.0.0.1:8785/
     log "APIs up after $(since "$t0") s"
     bootstrap
     waitfor "computes (mapped, consuming, up)" 120 all_computes_ready
+    waitfor "cinder-volume (up in cinder's service list)" 120 cinder_volume_ready
     trap - ERR EXIT
     log "stack ready in $(since "$t0") s"
 }
@@ -637,7 +697,8 @@ stop() {
     # The OpenStack services first (they would log connection errors otherwise), then the
     # message bus and database.
     kill_svcs nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler \
-        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-api keystone
+        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-api \
+        cinder-api cinder-scheduler cinder-volume keystone
     kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
     log "stopped"

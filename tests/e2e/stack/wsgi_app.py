@@ -2,7 +2,9 @@
 
 ``STACK_WSGI_APP`` names the service's own WSGI application (``module:attribute``, e.g.
 ``nova.wsgi.osapi_compute:application``). Nova, Keystone, Neutron and Cinder parse
-``sys.argv`` when they load, so gunicorn's arguments are hidden from them first.
+``sys.argv`` when they load, so gunicorn's arguments are hidden from them first, and replaced
+by ``STACK_WSGI_ARGV`` when set (Cinder finds its configuration only through
+``--config-file``).
 
 For Placement (``placement.wsgi.api:application``) the Keystone auth filter Placement builds
 is wrapped in the stack's ``fake_auth`` filter, which still takes the older tests'
@@ -11,11 +13,12 @@ is wrapped in the stack's ``fake_auth`` filter, which still takes the older test
 
 import importlib
 import os
+import shlex
 import sys
 
 import fake_auth
 
-sys.argv = sys.argv[:1]
+sys.argv = sys.argv[:1] + shlex.split(os.environ.get("STACK_WSGI_ARGV", ""))
 _module, _, _attribute = os.environ["STACK_WSGI_APP"].partition(":")
 if _module.startswith("placement."):
     from placement import auth as _placement_auth
