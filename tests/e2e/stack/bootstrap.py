@@ -65,9 +65,7 @@ def main():
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise
-    _, net = call(
-        "POST", NEUTRON + "/networks", {"network": {"name": "e2e-net", "shared": True}}
-    )
+    _, net = call("POST", NEUTRON + "/networks", {"network": {"name": "e2e-net", "shared": True}})
     _, subnet = call(
         "POST",
         NEUTRON + "/subnets",
