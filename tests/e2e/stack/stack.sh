@@ -701,6 +701,8 @@ stop() {
         cinder-api cinder-scheduler cinder-volume keystone
     kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
+    # NOTE: a stack started by the scripts before Neutron was real ran a stub on Neutron's port.
+    kill_svcs neutron-stub
     log "stopped"
 }
 
