@@ -265,30 +265,55 @@ def test_the_audit_rules_and_the_re_verification_rules_are_the_whole_file() -> N
     assert set(AUDIT_RULES) | set(REVERIFY_RULES) | set(UNOBSERVABLE_RULES) == set(shipped_rules())
 
 
-@pytest.mark.parametrize("rule", REVERIFY_RULES)
+@pytest.fixture
+def misplaced_qemu_copy(scene: dict[str, Any], tmp_path: pathlib.Path) -> Iterator[str]:
+    """A running QEMU guest on lvhost (qemu:///system) with the UUID of ``elsewhere``, which
+    Nova runs on host1: a misplaced copy the agent may stop."""
+    uuid = scene["elsewhere"]
+    name = f"e2e-least-privilege-{uuid[:8]}"
+    xml = worlds.qemu_domain(uuid=uuid, name=name, metadata=worlds.nova_metadata(name=name))
+    path = tmp_path / f"{name}.xml"
+    path.write_text(xml)
+    try:
+        done = harness.virsh("create", str(path))
+        assert done.returncode == 0, done.stderr
+        yield uuid
+    finally:
+        harness.remove_domain(uuid)
+
+
+def all_qemu_domains() -> set[str]:
+    done = harness.virsh("list", "--all", "--uuid")
+    assert done.returncode == 0, done.stderr
+    return {line.strip() for line in done.stdout.splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize("rule", [None, *REVERIFY_RULES])
 def test_agent_without_a_re_verification_rule_skips_the_step_naming_it(
     keystone: dict[str, Any],
-    scene: dict[str, Any],
+    misplaced_qemu_copy: str,
     nova_orphans_cli: str,
     without_rule: Any,
     tmp_path: pathlib.Path,
-    rule: str,
+    rule: str | None,
 ) -> None:
-    """A ``run --once --dry-run`` that would stop the misplaced copy re-verifies first: with
-    the rule taken away the fresh look fails, the step is skipped and the rule named."""
-    without_rule(rule)
-    elsewhere = scene["elsewhere"]
-    others = [scene["moved"], scene["stranger"]]
+    """A ``run --once --dry-run`` on lvhost that would stop the misplaced copy re-verifies
+    first. With the role's every rule it goes ahead (dry run); with a re-verification rule
+    taken away the fresh look fails, the step is skipped and the rule named."""
+    if rule is not None:
+        without_rule(rule)
+    uuid = misplaced_qemu_copy
+    others = sorted(all_qemu_domains() - {uuid})
     state = tmp_path / "agent-state"
     auth = "".join(f"{k} = {v}\n" for k, v in password_auth(keystone).items())
     conf = tmp_path / "agent.conf"
     conf.write_text(
         "[DEFAULT]\n"
-        "host = host2\n"
+        "host = lvhost\n"
         f"instances_path = {tmp_path / 'instances'}\n"
         f"deny_uuids = {','.join(others)}\n"
         "[libvirt]\n"
-        f"connection_uri = {scene['uri']}\n"
+        f"connection_uri = {harness.LIBVIRT_URI}\n"
         "[nova]\n"
         f"{auth}"
         "timeout = 20\n"
@@ -296,16 +321,20 @@ def test_agent_without_a_re_verification_rule_skips_the_step_naming_it(
         "action_misplaced = stop\n"
         "grace_period = 0\n"
         "sightings_required = 1\n"
-        f"allow_uuids = {elsewhere}\n"
+        f"allow_uuids = {uuid}\n"
         f"state_dir = {state}\n"
         f"journal_path = {state / 'journal.sqlite'}\n"
         f"quarantine_dir = {tmp_path / 'quarantine'}\n"
     )
     done = harness.run_cli(
-        "run", "--once", "--dry-run", "--config-file", str(conf), "--host", "host2",
-        "--libvirt-uri", scene["uri"],
+        "run", "--once", "--dry-run", "--config-file", str(conf), "--host", "lvhost",
+        "--libvirt-uri", harness.LIBVIRT_URI,
     )  # fmt: skip
-    steps = [ln for ln in done.stderr.splitlines() if f"step uuid={elsewhere}" in ln]
-    assert len(steps) == 1, done.stderr[-3000:]
-    assert "outcome=skipped" in steps[0] and "re-verification" in steps[0], steps[0]
-    assert rule in steps[0] and "HTTP 403" in steps[0], steps[0]
+    steps = [ln for ln in done.stderr.splitlines() if f"step uuid={uuid}" in ln]
+    assert len(steps) == 1, (done.returncode, done.stderr[-3000:])
+    if rule is None:
+        assert "outcome=done" in steps[0] and "dry_run=true" in steps[0], steps[0]
+    else:
+        assert "outcome=skipped" in steps[0] and "re-verification" in steps[0], steps[0]
+        assert rule in steps[0] and "HTTP 403" in steps[0], steps[0]
+    assert harness.domain_state(uuid) == "running"
