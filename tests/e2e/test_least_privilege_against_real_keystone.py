@@ -194,7 +194,7 @@ def test_application_credential_auth_with_only_the_reader_role_does_the_whole_au
 def test_the_reader_role_grants_nothing_else(
     keystone: dict[str, Any], scene: dict[str, Any]
 ) -> None:
-    """The role reads what the tool reads and can change nothing: booting, deleting, forcing
+    """The role reads what the tool reads and can change nothing: stopping, deleting, forcing
     a service down and reading other admin APIs are all refused."""
     reader = keystone["reader"]
     session = harness.keystone_session(
@@ -210,14 +210,10 @@ def test_the_reader_role_grants_nothing_else(
     assert status("GET", f"/servers/{scene['moved']}") == 200
     assert status("DELETE", f"/servers/{scene['moved']}") == 403
     assert status("POST", f"/servers/{scene['moved']}/action", {"os-stop": None}) == 403
-    assert status("POST", "/servers", {"server": {"name": "x", "flavorRef": "e2e-tiny"}}) in (
-        400,
-        403,
-    )
     service = harness.Nova().service("host2")
     assert status("PUT", f"/os-services/{service['id']}", {"forced_down": True}) == 403
     assert status("GET", "/os-aggregates") == 403
-    assert status("GET", "/os-hypervisors/statistics") in (403, 404)
+    assert status("GET", "/os-hypervisors/detail") == 200
     assert harness.Nova().service("host2")["forced_down"] is False
 
 
