@@ -1,4 +1,4 @@
-"""``sample-config`` and ``systemd-unit``: print the files the package ships.
+"""``sample-config``, ``systemd-unit`` and ``nova-policy``: print the files the package ships.
 
 The operator redirects them where they belong, e.g.
 ``nova-orphans systemd-unit > /etc/systemd/system/nova-orphans.service``.
@@ -18,12 +18,14 @@ from nova_orphans.cli import common
 SCRIPT = "nova-orphans"
 SAMPLE_CONFIG = "nova-orphans.conf.sample"
 UNIT = "nova-orphans.service"
+#: Nova policy rules granting the role ``nova-orphans-reader`` exactly what the tool reads.
+NOVA_POLICY = "nova-policy.yaml"
 #: The ExecStart path of the shipped unit: where ``pip install`` as root puts the script.
 SHIPPED_EXEC = "/usr/local/bin/nova-orphans"
 
 
 def register(commands: Any) -> None:
-    """Add the ``sample-config`` and ``systemd-unit`` sub-commands."""
+    """Add the ``sample-config``, ``systemd-unit`` and ``nova-policy`` sub-commands."""
     sample = commands.add_parser(
         "sample-config", help="print the sample configuration (every option, with its help)"
     )
@@ -39,6 +41,13 @@ def register(commands: Any) -> None:
         help="absolute path of the nova-orphans script to run (default: this one)",
     )
     unit.set_defaults(handler=print_systemd_unit)
+    policy = commands.add_parser(
+        "nova-policy",
+        help="print the Nova policy rules for least-privilege credentials "
+        "(role nova-orphans-reader; for nova-api's policy.d)",
+    )
+    common.add_debug(policy)
+    policy.set_defaults(handler=print_nova_policy)
 
 
 def shipped(name: str) -> str:
@@ -50,6 +59,13 @@ def print_sample_config(args: argparse.Namespace) -> int:
     """Print the sample configuration file."""
     common.setup_logging(common.logging_conf(), args)
     sys.stdout.write(shipped(SAMPLE_CONFIG))
+    return common.EXIT_OK
+
+
+def print_nova_policy(args: argparse.Namespace) -> int:
+    """Print the Nova policy overrides of the least-privilege role."""
+    common.setup_logging(common.logging_conf(), args)
+    sys.stdout.write(shipped(NOVA_POLICY))
     return common.EXIT_OK
 
 

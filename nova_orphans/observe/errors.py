@@ -35,6 +35,17 @@ class NovaAuthFailed(NovaError):
     msg_fmt = "Nova refused our credentials (HTTP %(status)s): %(reason)s"
 
 
+class NovaForbidden(NovaAuthFailed):
+    """Nova's policy denies one request to valid credentials (HTTP 403).
+
+    Nova's answer names the policy rule ("Policy doesn't allow os_compute_api:... to be
+    performed."): the message keeps it, with the request, so the operator knows which rule
+    the credentials lack (see nova_orphans/data/nova-policy.yaml).
+    """
+
+    msg_fmt = "Nova denied GET %(request)s (HTTP 403): %(reason)s"
+
+
 class NovaBadAnswer(NovaError):
     msg_fmt = "Nova gave an unusable answer to %(request)s: %(reason)s"
 

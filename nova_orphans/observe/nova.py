@@ -33,6 +33,7 @@ from nova_orphans.observe.errors import (
     NovaBadAnswer,
     NovaCellDown,
     NovaError,
+    NovaForbidden,
     NovaUnreachable,
 )
 
@@ -63,6 +64,14 @@ PROBE_HOST = "no-such-host.invalid"
 #: From this share of the host's servers (1/N) needing details on, one detail
 #: listing of the host costs Nova less than a lookup each.
 DETAIL_LISTING_SHARE = 4
+#: NOTE: Nova does not refuse some requests it cannot fully answer to the credentials: it
+#: drops admin-only filters (host, deleted, uuid) unless the credentials have this rule, and
+#: blanks the host attributes (servers, migrations) unless they have the rule of the field.
+#: The answers are checked, and a failure names the rule (nova_orphans/data/nova-policy.yaml).
+FILTERS_RULE = "os_compute_api:servers:allow_all_filters"
+SERVER_HOST_RULE = "os_compute_api:os-extended-server-attributes"
+MIGRATION_HOST_RULE = "os_compute_api:os-migrations:index:host"
+SERVER_MIGRATION_HOST_RULE = "os_compute_api:servers:migrations:index:host"
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -246,7 +255,8 @@ class NovaObserver:
             if server.host != host or not (server.deleted or server.vm_state == "soft-delete"):
                 raise NovaBadAnswer(
                     request="the deleted-server listing",
-                    reason=f"server {server.uuid} is live or not on {host!r}",
+                    reason=f"server {server.uuid} is live or not on {host!r} "
+                    f"(Nova ignored the filters: do the credentials have {FILTERS_RULE}?)",
                 )
             records[server.uuid] = server
         # NOTE: a deleted row in a listing filtered by deleted=1 and host proves both
@@ -261,13 +271,13 @@ class NovaObserver:
         for item in self._paged("/servers/detail", "servers", query):
             server = parse_server(item)
             if server.host != host:
-                # NOTE: without admin rights Nova silently ignores the host
-                # filter and hides the host attribute; trusting such a list
-                # would make every guest look like an orphan.
+                # NOTE: without FILTERS_RULE Nova silently ignores the host
+                # filter; trusting such a list would make every guest look
+                # like an orphan.
                 raise NovaBadAnswer(
                     request="the host listing",
                     reason=f"server {server.uuid} is on {server.host!r}, not {host!r} "
-                    "(do the credentials have the admin role?)",
+                    f"(Nova ignored the host filter: do the credentials have {FILTERS_RULE}?)",
                 )
             servers[server.uuid] = server
         # NOTE: every record checked on ``host``: the answer a host filter gives.
@@ -285,7 +295,8 @@ class NovaObserver:
         records = [parse_server(item) for item in items]
         if any(r.uuid != uuid for r in records) or len(records) > 1:
             raise NovaBadAnswer(
-                request=f"the lookup of {uuid}", reason="Nova ignored the uuid filter"
+                request=f"the lookup of {uuid}",
+                reason=f"Nova ignored the uuid filter (do the credentials have {FILTERS_RULE}?)",
             )
         # NOTE: uuid is admin-only like host: an answer that holds (nothing, or
         # this server alone) shows Nova applied the filter, or that the filter
@@ -340,7 +351,10 @@ class NovaObserver:
         request = f"/servers/{uuid}/migrations"
         items = _list_in(self._get(request), "migrations", request)
         return [
-            parse_migration(dict(item, instance_uuid=uuid, migration_type="live-migration"))
+            parse_migration(
+                dict(item, instance_uuid=uuid, migration_type="live-migration"),
+                host_rule=SERVER_MIGRATION_HOST_RULE,
+            )
             for item in items
         ]
 
@@ -429,7 +443,9 @@ def _checked(transport: Transport, request: str, missing_ok: bool = False) -> An
     status, body = transport.get(request)
     if missing_ok and status == 404:
         return None
-    if status in (401, 403):
+    if status == 403:
+        raise NovaForbidden(request=request, reason=_fault_message(body))
+    if status == 401:
         raise NovaAuthFailed(status=status, reason=_fault_message(body))
     if status >= 500:
         raise _Transient(request=request, status=status)
@@ -510,7 +526,7 @@ def parse_server(item: dict[str, Any]) -> Server:
     if "OS-EXT-SRV-ATTR:host" not in item:
         raise NovaBadAnswer(
             request="a server listing",
-            reason="no host attribute (do the credentials have the admin role?)",
+            reason=f"no host attribute (do the credentials have {SERVER_HOST_RULE}?)",
         )
     status = str(item.get("status", ""))
     vm_state = item.get("OS-EXT-STS:vm_state")
@@ -530,11 +546,22 @@ def parse_server(item: dict[str, Any]) -> Server:
     )
 
 
-def parse_migration(item: dict[str, Any]) -> Migration:
-    """Build a ``Migration`` from one entry of ``/os-migrations``."""
+def parse_migration(item: dict[str, Any], host_rule: str = MIGRATION_HOST_RULE) -> Migration:
+    """Build a ``Migration`` from one entry of ``/os-migrations``.
+
+    ``host_rule``: the policy rule without which Nova blanks the migration's hosts.
+    """
     uuid = str(item.get("instance_uuid", ""))
     if not _UUID.match(uuid):
         raise NovaBadAnswer(request="the migration listing", reason=f"bad instance {uuid!r}")
+    if not item.get("source_compute") and not item.get("dest_compute"):
+        # NOTE: every migration Nova records has a source host; without host_rule Nova
+        # answers with both hosts null, and a migration to or from nowhere would hide
+        # that a guest is being moved here (docs/design.md rule 3).
+        raise NovaBadAnswer(
+            request="the migration listing",
+            reason=f"the migration of {uuid} has no hosts (do the credentials have {host_rule}?)",
+        )
     return Migration(
         instance_uuid=uuid,
         source_compute=item.get("source_compute"),

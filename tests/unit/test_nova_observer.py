@@ -174,7 +174,7 @@ def test_unreachable_nova_raises():
         (None, "no 'servers' list"),
         ({"servers": "nope"}, "no 'servers' list"),
         ({"servers": [{"id": "not-a-uuid", "OS-EXT-SRV-ATTR:host": HOST}]}, "no UUID"),
-        ({"servers": [{"id": str(uuidlib.uuid4()), "status": "ACTIVE"}]}, "admin role"),
+        ({"servers": [{"id": str(uuidlib.uuid4()), "status": "ACTIVE"}]}, "server-attributes"),
         ({"servers": [srv(host="cmp-9")]}, "not 'cmp-1'"),
         (
             {"servers": [srv(status="DELETED", **{"OS-SRV-USG:terminated_at": "yesterday"})]},
@@ -504,3 +504,90 @@ def test_the_fleet_service_listing_names_a_compute_host_of_a_down_cell():
 
 def test_the_observer_asks_at_a_microversion_where_down_cells_show_up():
     assert tuple(map(int, MICROVERSION.split("."))) >= (2, 69)
+
+
+# --------------------------------------------------------------------------- missing permissions
+# The failure names the policy rule the credentials lack (nova_orphans/data/nova-policy.yaml).
+
+
+def test_a_403_names_the_request_and_nova_s_policy_rule():
+    nova, plain = ScriptedNova(), ScriptedNova()
+    denied = "Policy doesn't allow os_compute_api:os-services:list to be performed."
+    nova.override = lambda path: (
+        (403, {"forbidden": {"code": 403, "message": denied}})
+        if path.startswith("/os-services")
+        else plain.get(path)
+    )
+    with pytest.raises(NovaAuthFailed) as caught:
+        observer(nova).observe(HOST, [])
+    message = str(caught.value)
+    assert "HTTP 403" in message and "/os-services?binary=nova-compute" in message
+    assert "os_compute_api:os-services:list" in message
+    assert "\n" not in message
+
+
+def test_a_host_filter_nova_dropped_names_the_filters_rule():
+    nova = ScriptedNova([srv(host=HOST), srv(host="cmp-2")])
+    nova.override = lambda path: (200, {"servers": nova.servers})
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:servers:allow_all_filters"):
+        observer(nova).servers_on_host(HOST)
+
+
+def test_a_deleted_filter_nova_dropped_names_the_filters_rule():
+    nova = ScriptedNova([srv(host=HOST)])
+    nova.override = lambda path: (200, {"servers": nova.servers})
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:servers:allow_all_filters"):
+        observer(nova).deleted_on_host(HOST)
+
+
+def test_a_uuid_filter_nova_dropped_names_the_filters_rule():
+    nova = ScriptedNova([srv(host="cmp-2"), srv(host="cmp-3")])
+    nova.override = lambda path: (200, {"servers": nova.servers})
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:servers:allow_all_filters"):
+        observer(nova).lookup(nova.servers[0]["id"])
+
+
+def test_a_hidden_host_attribute_names_the_extended_attributes_rule():
+    item = srv()
+    del item["OS-EXT-SRV-ATTR:host"]
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, {"servers": [item]})
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:os-extended-server-attributes"):
+        observer(nova).servers_on_host(HOST)
+
+
+def blank_hosts(uuid: str) -> dict[str, Any]:
+    """A migration as Nova shows it without the rule for its hosts: every host field null."""
+    return {
+        "id": 7,
+        "instance_uuid": uuid,
+        "server_uuid": uuid,
+        "source_compute": None,
+        "dest_compute": None,
+        "dest_host": None,
+        "migration_type": "live-migration",
+        "status": "running",
+    }
+
+
+def test_migrations_with_blanked_hosts_name_the_migrations_host_rule():
+    nova = ScriptedNova()
+    nova.migrations = [blank_hosts(str(uuidlib.uuid4()))]
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:os-migrations:index:host"):
+        observer(nova).migrations_touching(HOST)
+
+
+def test_a_server_s_migrations_with_blanked_hosts_name_the_server_migrations_host_rule():
+    uuid = str(uuidlib.uuid4())
+    nova = ScriptedNova()
+    nova.override = lambda path: (200, {"migrations": [blank_hosts(uuid)]})
+    with pytest.raises(NovaBadAnswer, match="os_compute_api:servers:migrations:index:host"):
+        observer(nova).live_migrations_in_progress(uuid)
+
+
+def test_a_migration_with_one_host_is_a_migration():
+    uuid = str(uuidlib.uuid4())
+    nova = ScriptedNova()
+    nova.migrations = [dict(blank_hosts(uuid), source_compute=HOST)]
+    (migration,) = observer(nova).migrations_touching(HOST)
+    assert migration.source_compute == HOST and migration.dest_compute is None

@@ -58,7 +58,7 @@ def test_the_wheel_ships_license_sample_config_and_unit(wheel):
         dist_info = next(n.split("/")[0] for n in names if ".dist-info/" in n)
         metadata = email.parser.Parser().parsestr(archive.read(f"{dist_info}/METADATA").decode())
         shipped_license = archive.read(f"{dist_info}/licenses/LICENSE")
-        for name in ("nova-orphans.conf.sample", "nova-orphans.service"):
+        for name in ("nova-orphans.conf.sample", "nova-orphans.service", "nova-policy.yaml"):
             assert (
                 archive.read(f"nova_orphans/data/{name}")
                 == (ROOT / "nova_orphans" / "data" / name).read_bytes()
@@ -102,6 +102,9 @@ def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
     assert (
         sample.stdout == (ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample").read_text()
     )
+    policy = run("nova-policy")
+    assert policy.returncode == 0, policy.stderr
+    assert policy.stdout == (ROOT / "nova_orphans" / "data" / "nova-policy.yaml").read_text()
     unit = run("systemd-unit", "--executable", sys.executable)
     assert unit.returncode == 0, unit.stderr
     assert f"ExecStart={sys.executable} run --config-file" in unit.stdout

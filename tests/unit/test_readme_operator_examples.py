@@ -119,3 +119,11 @@ def test_the_jq_example_reads_the_counts(tmp_path):
     # NOTE: the demo prints the same document shape as (fleet) audit, with no cloud needed.
     done = run_shell(f"nova-orphans demo --format json | {jq} {query}", tmp_path)
     assert done.stdout.strip() == "0", done.stderr
+
+
+def test_nova_policy_example_writes_the_shipped_rules(tmp_path):
+    (tmp_path / "etc" / "nova" / "policy.d").mkdir(parents=True)
+    done = run_shell(example("nova-orphans nova-policy >"), tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "etc" / "nova" / "policy.d" / "nova-orphans.yaml"
+    assert written.read_text() == files.shipped(files.NOVA_POLICY)

@@ -26,13 +26,19 @@ def exec_start(unit: str) -> str:
 
 def test_each_shipped_file_has_one_copy_in_the_repository():
     listed = tools.repository_files()
-    for name in ("nova-orphans.conf.sample", "nova-orphans.service"):
+    for name in ("nova-orphans.conf.sample", "nova-orphans.service", "nova-policy.yaml"):
         assert [p for p in listed if p.endswith(name)] == [f"nova_orphans/data/{name}"]
 
 
 def test_sample_config_prints_the_shipped_sample(capsys):
     assert cli.main(["sample-config"]) == 0
     assert capsys.readouterr().out == (DATA / "nova-orphans.conf.sample").read_text()
+
+
+def test_nova_policy_prints_the_shipped_policy_rules(capsys):
+    """The same file the end-to-end stack's nova-api enforces (tests/e2e/stack/stack.sh)."""
+    assert cli.main(["nova-policy"]) == 0
+    assert capsys.readouterr().out == (DATA / "nova-policy.yaml").read_text()
 
 
 def test_the_shipped_unit_runs_the_agent_from_where_pip_puts_the_script():

@@ -1,4 +1,5 @@
-"""Create what the tests boot from: a 1 KiB raw image in Glance and a small flavor.
+"""Create what the tests boot from: a 1 KiB raw image in Glance, a small flavor, and a
+shared Neutron network ``e2e-net`` with the IPv4 subnet 10.20.0.0/24.
 
 Writes STATE/stack.json with their IDs. Run with the stack's nova venv python.
 """
@@ -13,6 +14,7 @@ import urllib.request
 TOKEN = "admin:admin"
 GLANCE = "http://127.0.0.1:9292"
 NOVA = "http://127.0.0.1:8774/v2.1"
+NEUTRON = "http://127.0.0.1:9696/v2.0"
 FLAVOR_ID = "e2e-tiny"
 
 
@@ -63,7 +65,27 @@ def main():
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise
-    info = {"image_id": img["id"], "flavor_id": FLAVOR_ID, "state_dir": state}
+    _, net = call("POST", NEUTRON + "/networks", {"network": {"name": "e2e-net", "shared": True}})
+    _, subnet = call(
+        "POST",
+        NEUTRON + "/subnets",
+        {
+            "subnet": {
+                "name": "e2e-subnet",
+                "network_id": net["network"]["id"],
+                "cidr": "10.20.0.0/24",
+                "ip_version": 4,
+                "enable_dhcp": False,
+            }
+        },
+    )
+    info = {
+        "image_id": img["id"],
+        "flavor_id": FLAVOR_ID,
+        "network_id": net["network"]["id"],
+        "subnet_id": subnet["subnet"]["id"],
+        "state_dir": state,
+    }
     tmp = os.path.join(state, "stack.json.tmp")
     with open(tmp, "w") as f:
         json.dump(info, f)

@@ -1,9 +1,10 @@
 """Helpers the end-to-end tests use to drive the real Nova stack started by ``stack.sh``.
 
 Everything talks to the stack the way an operator would: the compute API through a
-keystoneauth session (``admin_token`` auth: token ``admin:admin``, which the stack's test-only
-auth filter turns into an admin of project ``admin``), ``nova-manage`` for archiving, and the
-cell database only where the API cannot do it (setting a task_state by hand).
+keystoneauth session (``admin_token`` auth: token ``admin:admin``, which the stack's auth
+filter turns into an admin of project ``admin``; or real Keystone credentials, see
+``keystone_info``), ``nova-manage`` for archiving, and the cell database only where the API
+cannot do it (setting a task_state by hand).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from keystoneauth1.identity import v3 as ks_v3
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -32,6 +34,10 @@ NOVA_ENDPOINT = "http://127.0.0.1:8774/v2.1"
 #: A second nova-api on the same databases, with ``[api] max_limit = 2``.
 NOVA_LIMITED_ENDPOINT = "http://127.0.0.1:8785/v2.1"
 ADMIN_TOKEN = "admin:admin"
+KEYSTONE_URL = "http://127.0.0.1:5000/v3"
+#: nova-api's policy directory: a file there overrides the policy file's rules (oslo.policy
+#: reads it again when the directory changes).
+NOVA_POLICY_DIR = STATE / "etc" / "nova-policy.d"
 # 2.53+: services by UUID and forced_down through PUT /os-services/{id}.
 MICROVERSION = "2.96"
 LIBVIRT_URI = "qemu:///system"
@@ -69,6 +75,26 @@ def stack_is_up() -> bool:
 def stack_info() -> dict[str, Any]:
     """IDs the bootstrap created: ``image_id``, ``flavor_id``."""
     return json.loads((STATE / "stack.json").read_text())
+
+
+def keystone_info() -> dict[str, Any]:
+    """What ``keystone_setup.py`` created: ``auth_url``, ``admin`` and ``reader`` (the
+    least-privilege user of nova-orphans: ``username``, ``password``, ``project_name``,
+    ``user_id``, ``project_id``, ``role``)."""
+    return json.loads((STATE / "keystone.json").read_text())
+
+
+def keystone_session(username: str, password: str, project_name: str) -> ks_session.Session:
+    """A keystoneauth session with password auth against the stack's Keystone."""
+    auth = ks_v3.Password(
+        auth_url=KEYSTONE_URL,
+        username=username,
+        password=password,
+        project_name=project_name,
+        user_domain_name="Default",
+        project_domain_name="Default",
+    )
+    return ks_session.Session(auth=auth, timeout=60)
 
 
 def stop_compute(host: str) -> None:
@@ -177,16 +203,24 @@ class Nova:
         return None
 
     def boot(
-        self, host: str, name: str | None = None, *, wait: bool = True, timeout: float = 90
+        self,
+        host: str,
+        name: str | None = None,
+        *,
+        wait: bool = True,
+        timeout: float = 90,
+        networks: Any = "none",
     ) -> dict[str, Any]:
-        """Boot a network-less server on ``host`` (``availability_zone nova:HOST``)."""
+        """Boot a server on ``host`` (``availability_zone nova:HOST``), network-less unless
+        ``networks`` says otherwise (e.g. ``[{"uuid": stack_info()["network_id"]}]``: a port
+        on the stack's Neutron network ``e2e-net``)."""
         info = stack_info()
         body = {
             "server": {
                 "name": name or f"e2e-{host}-{uuidlib.uuid4().hex[:8]}",
                 "imageRef": info["image_id"],
                 "flavorRef": info["flavor_id"],
-                "networks": "none",
+                "networks": networks,
                 "availability_zone": f"nova:{host}",
             }
         }
@@ -433,17 +467,25 @@ def write_cli_config(
     token: str = ADMIN_TOKEN,
     endpoint: str = NOVA_ENDPOINT,
     extra: str = "",
+    auth: dict[str, str] | None = None,
 ) -> pathlib.Path:
-    """An oslo.config file for ``nova-orphans`` pointed at the stack."""
+    """An oslo.config file for ``nova-orphans`` pointed at the stack.
+
+    ``auth``: keystoneauth options for ``[nova]`` (Keystone finds Nova in its catalog) instead
+    of the ``admin_token`` auth with ``token`` and ``endpoint``.
+    """
+    nova = (
+        "".join(f"{k} = {v}\n" for k, v in auth.items())
+        if auth is not None
+        else f"auth_type = admin_token\nendpoint = {endpoint}\ntoken = {token}\n"
+    )
     path.write_text(
         "[DEFAULT]\n"
         f"host = {host}\n"
         "[libvirt]\n"
         f"connection_uri = {libvirt_uri}\n"
         "[nova]\n"
-        "auth_type = admin_token\n"
-        f"endpoint = {endpoint}\n"
-        f"token = {token}\n"
+        f"{nova}"
         "timeout = 20\n"
         f"{extra}"
     )

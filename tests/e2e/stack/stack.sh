@@ -24,6 +24,15 @@ STACK_DIR=${STACK_DIR:-$REPO/.stack}
 STATE=${STACK_STATE:-$STACK_DIR/state}
 NV=$STACK_DIR/nova-venv
 GV=$STACK_DIR/glance-venv
+KV=$STACK_DIR/keystone-venv
+NEV=$STACK_DIR/neutron-venv
+CV=$STACK_DIR/cinder-venv
+KEYSTONE=http://127.0.0.1:5000
+# Passwords of the stack's Keystone users (a private test stack on 127.0.0.1).
+ADMIN_PASSWORD=stack-admin
+SERVICE_PASSWORD=stack-service
+# nova-api enforces the policy file nova-orphans ships (the least-privilege setup).
+NOVA_POLICY=$REPO/nova_orphans/data/nova-policy.yaml
 ETC=$STATE/etc
 LOG=$STATE/log
 RUN=$STATE/run
@@ -105,8 +114,10 @@ waitfor() {  # description timeout_s command...
     local end=$(( $(date +%s) + tmo ))
     until "$@"; do
         if [ "$(date +%s)" -ge "$end" ]; then
-            # CI keeps only what was printed: show the service's own last words.
-            [ -f "$LOG/$what.log" ] && tail -n 20 "$LOG/$what.log" | sed "s/^/stack: $what.log: /" >&2
+            # CI keeps only what was printed: show the service's own last words (the log of
+            # the description's first word: "nova-conductor consumer" -> nova-conductor.log).
+            local name=${what%% *}
+            [ -f "$LOG/$name.log" ] && tail -n 20 "$LOG/$name.log" | sed "s/^/stack: $name.log: /" >&2
             die "$what not ready within ${tmo}s (logs: $LOG)"
         fi
         sleep 0.3
@@ -118,6 +129,11 @@ http_ok() {
 }
 
 # ---------------------------------------------------------------------------- config
+service_auth() {  # keystoneauth password options of the stack's one service user, nova
+    printf '%s\n' "auth_type = password" "auth_url = $KEYSTONE/v3" "username = nova" \
+        "password = $SERVICE_PASSWORD" "user_domain_name = Default" "project_name = service" \
+        "project_domain_name = Default"
+}
 write_configs() {
     mkdir -p "$ETC" "$LOG" "$RUN" "$STATE/bin" "$STATE/glance/images" "$STATE/glance/staging" \
         "$STATE/glance/tasks"
@@ -125,7 +141,8 @@ write_configs() {
         >"$STATE/bin/sudo"
     chmod +x "$STATE/bin/sudo"
 
-    # Nova's API paste pipeline with the test token filter instead of keystonemiddleware.
+    # Nova's API paste pipeline: fake_auth validates Keystone tokens with keystonemiddleware
+    # and still takes the older tests' "user:project" tokens.
     sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
         "$NV/etc/nova/api-paste.ini" >"$ETC/api-paste.ini"
     grep -q 'fake_auth:filter_factory' "$ETC/api-paste.ini" || die "could not patch api-paste.ini"
@@ -149,6 +166,9 @@ heal_instance_info_cache_interval = -1
 periodic_fuzzy_delay = 0
 graceful_shutdown_timeout = 3
 instance_usage_audit = false
+# Neutron has no agents here: no port ever reports "plugged"; do not wait for it.
+vif_plugging_is_fatal = false
+vif_plugging_timeout = 0
 [api]
 max_limit = 1000
 [wsgi]
@@ -166,22 +186,26 @@ discover_hosts_in_cells_interval = 2
 workers = 1
 [conductor]
 workers = 1
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+service_type = compute
 [placement]
-auth_type = admin_token
-endpoint = http://127.0.0.1:8778
-token = $TOKEN
+$(service_auth)
 region_name = RegionOne
+valid_interfaces = public
 [neutron]
-auth_type = admin_token
-endpoint = http://127.0.0.1:9696
-token = $TOKEN
+$(service_auth)
 endpoint_override = http://127.0.0.1:9696
 region_name = RegionOne
 [glance]
 endpoint_override = http://127.0.0.1:9292
 region_name = RegionOne
 [cinder]
+$(service_auth)
 os_region_name = RegionOne
+# NOTE: the older tests' "user:project" tokens carry no service catalog.
+endpoint_template = http://127.0.0.1:8776/v3
 [vnc]
 enabled = false
 [spice]
@@ -193,7 +217,10 @@ ovsdb_connection = tcp:127.0.0.1:1
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
+policy_file = $NOVA_POLICY
+policy_dirs = $ETC/nova-policy.d
 EOF
+    mkdir -p "$ETC/nova-policy.d"
     # The second nova-api: the same configuration but for [api] max_limit.
     mkdir -p "$ETC/limited"
     cp "$ETC/api-paste.ini" "$ETC/limited/api-paste.ini"
@@ -231,9 +258,106 @@ EOF
 [DEFAULT]
 debug = false
 [api]
-auth_strategy = noauth2
+auth_strategy = keystone
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
 [placement_database]
 connection = $DB/placement
+EOF
+
+    mkdir -p "$STATE/keystone/fernet-keys" "$STATE/keystone/credential-keys"
+    cat >"$ETC/keystone.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+[database]
+connection = $DB/keystone
+[token]
+provider = fernet
+expiration = 86400
+[fernet_tokens]
+key_repository = $STATE/keystone/fernet-keys
+[fernet_receipts]
+key_repository = $STATE/keystone/fernet-keys
+[credential]
+key_repository = $STATE/keystone/credential-keys
+[cache]
+enabled = false
+[identity]
+# NOTE: bcrypt's cheapest cost: every user created and every password checked pays it.
+password_hash_rounds = 4
+EOF
+
+    # neutron-server alone: ML2 with the stack's mechanism driver (binds every port, no
+    # agents), VLAN tenant networks, no L3/DHCP/OVN.
+    mkdir -p "$STATE/neutron/lock"
+    sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
+        "$NEV/etc/neutron/api-paste.ini" >"$ETC/neutron-api-paste.ini"
+    grep -q 'fake_auth:filter_factory' "$ETC/neutron-api-paste.ini" || die "could not patch neutron's api-paste.ini"
+    cat >"$ETC/neutron.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+core_plugin = ml2
+service_plugins =
+auth_strategy = keystone
+api_paste_config = $ETC/neutron-api-paste.ini
+state_path = $STATE/neutron
+transport_url = rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/
+rpc_workers = 0
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+[database]
+connection = $DB/neutron
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+[oslo_concurrency]
+lock_path = $STATE/neutron/lock
+[oslo_messaging_notifications]
+driver = noop
+[ml2]
+type_drivers = flat,vlan
+tenant_network_types = vlan
+mechanism_drivers = stack
+extension_drivers = port_security
+[ml2_type_vlan]
+network_vlan_ranges = physnet1:100:199
+[ml2_type_flat]
+flat_networks = *
+EOF
+
+    # Cinder: cinder-api, cinder-scheduler and one cinder-volume whose backend is Cinder's own
+    # FakeLoggingVolumeDriver (volumes, attachments and connections are records only; the
+    # fake-driver computes attach them in records too).
+    mkdir -p "$STATE/cinder/lock"
+    sed -e 's/^paste.filter_factory = keystonemiddleware.auth_token:filter_factory/paste.filter_factory = fake_auth:filter_factory/' \
+        "$CV/etc/cinder/api-paste.ini" >"$ETC/cinder-api-paste.ini"
+    grep -q 'fake_auth:filter_factory' "$ETC/cinder-api-paste.ini" || die "could not patch cinder's api-paste.ini"
+    cat >"$ETC/cinder.conf" <<EOF
+[DEFAULT]
+debug = false
+use_stderr = true
+auth_strategy = keystone
+api_paste_config = $ETC/cinder-api-paste.ini
+transport_url = rabbit://guest:guest@127.0.0.1:$RABBIT_PORT/
+enabled_backends = fake
+state_path = $STATE/cinder
+my_ip = 127.0.0.1
+host = stack-cinder
+[database]
+connection = $DB/cinder
+[keystone_authtoken]
+$(service_auth)
+www_authenticate_uri = $KEYSTONE
+[oslo_concurrency]
+lock_path = $STATE/cinder/lock
+[oslo_messaging_notifications]
+driver = noop
+[fake]
+volume_driver = cinder.tests.fake_driver.FakeLoggingVolumeDriver
+volume_backend_name = fake
 EOF
 
     cp "$GV/etc/glance/glance-api-paste.ini" "$ETC/glance-api-paste.ini"
@@ -321,7 +445,9 @@ create_databases() {
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'localhost';
          CREATE DATABASE IF NOT EXISTS nova_api; CREATE DATABASE IF NOT EXISTS nova;
          CREATE DATABASE IF NOT EXISTS nova_cell0; CREATE DATABASE IF NOT EXISTS placement;
-         CREATE DATABASE IF NOT EXISTS glance; FLUSH PRIVILEGES;" || die "could not create databases"
+         CREATE DATABASE IF NOT EXISTS glance; CREATE DATABASE IF NOT EXISTS keystone;
+         CREATE DATABASE IF NOT EXISTS neutron; CREATE DATABASE IF NOT EXISTS cinder;
+         FLUSH PRIVILEGES;" || die "could not create databases"
     sql "CREATE USER IF NOT EXISTS 'stack'@'%' IDENTIFIED BY 'stack';
          CREATE USER IF NOT EXISTS 'stack'@'localhost' IDENTIFIED BY 'stack';
          GRANT ALL PRIVILEGES ON *.* TO 'stack'@'%';
@@ -336,6 +462,21 @@ create_databases() {
     local p2=$!
     ( $nm --config-file "$ETC/cell2.conf" db sync --local_cell >"$LOG/nova-cell2-dbsync.log" 2>&1 ) &
     local p3=$!
+    local km="$KV/bin/keystone-manage --config-file $ETC/keystone.conf"
+    ( $km fernet_setup --keystone-user root --keystone-group root &&
+      $km credential_setup --keystone-user root --keystone-group root ) \
+        >"$LOG/keystone-keys.log" 2>&1 &
+    local p5=$!
+    ( $km db_sync && $km bootstrap --bootstrap-password "$ADMIN_PASSWORD" --bootstrap-region-id RegionOne \
+        --bootstrap-admin-url "$KEYSTONE/v3" --bootstrap-public-url "$KEYSTONE/v3" \
+        --bootstrap-internal-url "$KEYSTONE/v3" ) >"$LOG/keystone-dbsync.log" 2>&1 &
+    local p4=$!
+    ( "$NEV/bin/neutron-db-manage" --config-file "$ETC/neutron.conf" upgrade heads ) \
+        >"$LOG/neutron-dbsync.log" 2>&1 &
+    local p6=$!
+    ( "$CV/bin/cinder-manage" --config-file "$ETC/cinder.conf" db sync ) \
+        >"$LOG/cinder-dbsync.log" 2>&1 &
+    local p7=$!
     { $nm api_db sync && $nm cell_v2 map_cell0 && $nm cell_v2 create_cell --name cell1 &&
       $nm cell_v2 create_cell --name cell2 --database_connection "$DB2/nova_cell2" \
         --transport-url "$CELL2_TRANSPORT" &&
@@ -343,6 +484,10 @@ create_databases() {
     wait "$p3" || die "cell2 db sync failed (see $LOG/nova-cell2-dbsync.log)"
     wait "$p1" || die "placement db sync failed (see $LOG/placement-dbsync.log)"
     wait "$p2" || die "glance db sync failed (see $LOG/glance-dbsync.log)"
+    wait "$p4" || die "keystone db set-up failed (see $LOG/keystone-dbsync.log)"
+    wait "$p5" || die "keystone key set-up failed (see $LOG/keystone-keys.log)"
+    wait "$p6" || die "neutron db sync failed (see $LOG/neutron-dbsync.log)"
+    wait "$p7" || die "cinder db sync failed (see $LOG/cinder-dbsync.log)"
     log "databases created in $(since "$t") s"
 }
 
@@ -352,23 +497,35 @@ start_compute() {  # host
     daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" "${cell[@]}" \
         --config-file "$ETC/compute-$1.conf"
 }
+wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
+    daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers 1 --threads "$4" --timeout 120 \
+        --graceful-timeout 3 --name "$1" --pythonpath "$HERE" wsgi_app:application
+}
 start_service() {  # name
     case "$1" in
-        neutron-stub) daemon neutron-stub "$NV/bin/python" "$HERE/neutron_stub.py" 9696 ;;
+        neutron-api)
+            OS_NEUTRON_CONFIG_DIR=$ETC OS_NEUTRON_CONFIG_FILES=neutron.conf \
+                STACK_WSGI_APP=neutron.wsgi.api:application wsgi neutron-api "$NEV" 9696 4 ;;
+        keystone)
+            OS_KEYSTONE_CONFIG_FILES=$ETC/keystone.conf STACK_WSGI_APP=keystone.wsgi.api:application \
+                wsgi keystone "$KV" 5000 4 ;;
+        cinder-api)
+            STACK_WSGI_ARGV="--config-file $ETC/cinder.conf" \
+                STACK_WSGI_APP=cinder.wsgi.api:application wsgi cinder-api "$CV" 8776 4 ;;
+        cinder-scheduler) daemon cinder-scheduler "$CV/bin/cinder-scheduler" --config-file "$ETC/cinder.conf" ;;
+        cinder-volume) daemon cinder-volume "$CV/bin/cinder-volume" --config-file "$ETC/cinder.conf" ;;
         placement-api)
-            OS_PLACEMENT_CONFIG_DIR=$ETC daemon placement-api gunicorn --bind 127.0.0.1:8778 \
-                --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name placement-api placement.wsgi.api:application ;;
+            OS_PLACEMENT_CONFIG_DIR=$ETC STACK_WSGI_APP=placement.wsgi.api:application \
+                wsgi placement-api "$NV" 8778 4 ;;
         glance-api)
             OS_GLANCE_CONFIG_DIR=$ETC daemon glance-api "$GV/bin/gunicorn" --bind 127.0.0.1:9292 \
                 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name glance-api glance.wsgi.api:application ;;
         nova-api)
-            OS_NOVA_CONFIG_DIR=$ETC daemon nova-api gunicorn \
-                --bind 127.0.0.1:8774 --workers 1 --threads 8 --timeout 120 --graceful-timeout 3 --name nova-api \
-                --pythonpath "$HERE" nova_api_wsgi:application ;;
+            OS_NOVA_CONFIG_DIR=$ETC STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
+                wsgi nova-api "$NV" 8774 8 ;;
         nova-api-limited)
-            OS_NOVA_CONFIG_DIR=$ETC/limited daemon nova-api-limited gunicorn \
-                --bind 127.0.0.1:8785 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 \
-                --name nova-api-limited --pythonpath "$HERE" nova_api_wsgi:application ;;
+            OS_NOVA_CONFIG_DIR=$ETC/limited STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
+                wsgi nova-api-limited "$NV" 8785 4 ;;
         nova-conductor) daemon nova-conductor nova-conductor --config-file "$ETC/nova.conf" ;;
         nova-conductor-cell2)
             daemon nova-conductor-cell2 nova-conductor --config-file "$ETC/nova.conf" \
@@ -397,6 +554,12 @@ compute_ready() {  # host: mapped in the API DB, has a consumer, and has a fresh
     n=$(consumers "$vhost" "compute.$h"); [ "${n:-0}" -ge 1 ] || return 1
     n=$(sql "SELECT count(*) FROM $db.services WHERE host='$h' AND \`binary\`='nova-compute'
              AND deleted=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND" "$sock") || return 1
+    [ "${n:-0}" -ge 1 ]
+}
+cinder_volume_ready() {  # the fake backend's cinder-volume reports to the database
+    local n
+    n=$(sql "SELECT count(*) FROM cinder.services WHERE \`binary\`='cinder-volume' AND deleted=0
+             AND disabled=0 AND updated_at > UTC_TIMESTAMP() - INTERVAL 30 SECOND") || return 1
     [ "${n:-0}" -ge 1 ]
 }
 all_computes_ready() {
@@ -431,12 +594,18 @@ cleanup_guests() {  # destroy/undefine the domains our lvhost compute created
     done
 }
 
+keystone_setup() {  # catalog, service users, nova-orphans' least-privilege user: $STATE/keystone.json
+    "$NV/bin/python" "$HERE/keystone_setup.py" "$STATE" "$ADMIN_PASSWORD" "$SERVICE_PASSWORD" \
+        >"$LOG/keystone-setup.log" 2>&1 ||
+        { tail -5 "$LOG/keystone-setup.log" >&2; die "keystone set-up failed (see $LOG/keystone-setup.log)"; }
+}
+
 bootstrap() {  # image + flavor, recorded in $STATE/stack.json
     "$NV/bin/python" "$HERE/bootstrap.py" "$STATE" >"$LOG/bootstrap.log" 2>&1 ||
         { tail -5 "$LOG/bootstrap.log" >&2; die "bootstrap failed (see $LOG/bootstrap.log)"; }
 }
 
-ALL_SVCS="mariadb mariadb-cell2 rabbitmq neutron-stub placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
+ALL_SVCS="mariadb mariadb-cell2 rabbitmq keystone neutron-api cinder-api cinder-scheduler cinder-volume placement-api glance-api nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler compute-host1 compute-host2 compute-lvhost compute-host3"
 
 status() {
     local s
@@ -449,7 +618,8 @@ status() {
 
 start() {
     local t0; t0=$(date +%s)
-    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] ||
+    [ -x "$NV/bin/nova-compute" ] && [ -x "$GV/bin/glance-manage" ] && [ -x "$KV/bin/keystone-manage" ] &&
+        [ -x "$NEV/bin/neutron-db-manage" ] && [ -x "$CV/bin/cinder-manage" ] ||
         die "venvs missing: run tests/e2e/stack/install.sh first"
     if status >/dev/null 2>&1; then log "already up"; return 0; fi
     stop >/dev/null 2>&1 || true
@@ -463,7 +633,7 @@ start() {
     cleanup_guests
     write_configs
     local epmd_before; epmd_before=$(pgrep -x epmd || true)
-    log "starting mariadb (both cells), rabbitmq, neutron stub"
+    log "starting mariadb (both cells), rabbitmq"
     # Bootstraps one after the other (about a second each): nothing shared can race.
     install_mariadb mariadb "$STATE/mysql"
     install_mariadb mariadb-cell2 "$STATE/mysql-cell2"
@@ -472,38 +642,52 @@ start() {
     start_mariadb_cell2 &
     local m2=$!
     start_rabbit
-    start_service neutron-stub
     wait "$m1" || die "mariadb did not start (see $LOG/mariadb-install.log)"
     wait "$m2" || die "mariadb-cell2 did not start (see $LOG/mariadb-cell2-install.log)"
     waitfor mariadb 60 mariadb_up
     waitfor mariadb-cell2 60 mariadb_up "$MYSQL2_SOCK"
     log "mariadb up after $(since "$t0") s"
     create_databases
+    start_service keystone
+    start_service neutron-api
+    start_service cinder-api
     start_service placement-api
     start_service glance-api
+    waitfor keystone 90 http_ok $KEYSTONE/v3
+    # The catalog and users are made while RabbitMQ starts; every Nova service needs them
+    # (nova-conductor dies at start when its placement client cannot get a token).
+    keystone_setup &
+    local ks=$!
     waitfor rabbitmq 90 rabbit_up
     cell2_vhost
     # RabbitMQ starts Erlang's port mapper as a detached daemon; stop it with the stack only
     # when this start brought it up.
     if [ -z "$epmd_before" ]; then pgrep -x epmd | head -1 >"$(pidfile epmd)" || true; fi
     log "rabbitmq up after $(since "$t0") s"
+    wait "$ks" || die "keystone set-up failed"
+    log "keystone set up after $(since "$t0") s"
     start_service nova-api
     start_service nova-api-limited
     start_service nova-conductor
     start_service nova-conductor-cell2
     start_service nova-scheduler
+    start_service cinder-scheduler
+    start_service cinder-volume
     # A compute that pings the conductor before its queue exists waits 10 s for nothing.
-    waitfor "nova-conductor consumer" 90 conductor_ready
-    waitfor "nova-conductor-cell2 consumer" 90 conductor_ready cell2
+    waitfor "nova-conductor consumer" 180 conductor_ready
+    waitfor "nova-conductor-cell2 consumer" 180 conductor_ready cell2
     preregister_lvhost
     for h in $COMPUTES $CELL2_COMPUTES; do start_compute "$h"; done
     waitfor placement-api 60 http_ok http://127.0.0.1:8778/
     waitfor glance-api 60 http_ok http://127.0.0.1:9292/versions
+    waitfor neutron-api 90 http_ok http://127.0.0.1:9696/
+    waitfor cinder-api 90 http_ok http://127.0.0.1:8776/
     waitfor nova-api 90 http_ok http://127.0.0.1:8774/
     waitfor nova-api-limited 90 http_ok http://127.0.0.1:8785/
     log "APIs up after $(since "$t0") s"
     bootstrap
     waitfor "computes (mapped, consuming, up)" 120 all_computes_ready
+    waitfor "cinder-volume (up in cinder's service list)" 120 cinder_volume_ready
     trap - ERR EXIT
     log "stack ready in $(since "$t0") s"
 }
@@ -513,9 +697,12 @@ stop() {
     # The OpenStack services first (they would log connection errors otherwise), then the
     # message bus and database.
     kill_svcs nova-api nova-api-limited nova-conductor nova-conductor-cell2 nova-scheduler \
-        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-stub
+        compute-host1 compute-host2 compute-lvhost compute-host3 placement-api glance-api neutron-api \
+        cinder-api cinder-scheduler cinder-volume keystone
     kill_svcs rabbitmq mariadb mariadb-cell2
     kill_svcs epmd
+    # NOTE: a stack started by the scripts before Neutron was real ran a stub on Neutron's port.
+    kill_svcs neutron-stub
     log "stopped"
 }
 
