@@ -93,7 +93,9 @@ def test_a_real_orphan_uses_what_real_placement_released(nova_stack, keeper_and_
             assert harness.domain_state(victim) == "running"
             after = usages(provider)
             done = harness.run_audit(conf, "lvhost", harness.LIBVIRT_URI)
-            table = harness.run_audit(conf, "lvhost", harness.LIBVIRT_URI, "--format", "table")
+            table = harness.run_audit(
+                conf, "lvhost", harness.LIBVIRT_URI, "--format", "table", "--wide"
+            )
         finally:
             harness.remove_domain(victim)
             shutil.rmtree(instances_path() / victim, ignore_errors=True)
