@@ -497,8 +497,13 @@ start_compute() {  # host
     daemon "compute-$1" nova-compute --config-file "$ETC/nova.conf" "${cell[@]}" \
         --config-file "$ETC/compute-$1.conf"
 }
+# NOTE: --limit-request-line 0: Nova asks Neutron for the ports of up to 150 servers in one
+# GET (device_id=...&device_id=...), far over gunicorn's default 4,094 bytes; Apache and uWSGI,
+# which deployments put in front of the APIs, accept such lines. With the default, every detail
+# listing of more than about 70 servers failed with HTTP 500.
 wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
     daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers 1 --threads "$4" --timeout 120 \
+        --limit-request-line 0 \
         --graceful-timeout 3 --name "$1" --pythonpath "$HERE" wsgi_app:application
 }
 start_service() {  # name
