@@ -255,19 +255,26 @@ def restore_guest(args: argparse.Namespace) -> int:
     settings = config.host_settings(
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
-    _restorable_entry(journal, paths, args.uuid)  # bad input changes nothing, not even a lock
+    # NOTE: bad input, or an entry not to be trusted, changes nothing, not even a lock.
+    _restorable_entry(journal, paths, args.uuid, settings.instances_path)
     # NOTE: held from reading the entry to the end: a running agent's retention
     # purge must not delete the directory while its files move back.
     with journal.quarantine_held(QUARANTINE_WAIT):
         return _restore(args, journal, paths, conf, settings)
 
 
-def _restorable_entry(journal: Journal, paths: config.StatePaths, uuid: str) -> QuarantineEntry:
+def _restorable_entry(
+    journal: Journal, paths: config.StatePaths, uuid: str, instances_path: str
+) -> QuarantineEntry:
+    """The entry ``restore`` brings back; refused (one line) when it is not to be trusted."""
     entry = quarantine.latest(journal, paths.quarantine, uuid)
     if entry is None:
         raise common.UsageError(
             f"no restorable quarantine entry for {uuid} (see 'nova-orphans quarantine list')"
         )
+    tampered = quarantine.tampering(entry, paths.quarantine, instances_path)
+    if tampered:  # NOTE: docs/design.md rule 7
+        raise EffectError(f"restore {uuid}: {tampered}; nothing changed")
     return entry
 
 
@@ -278,12 +285,19 @@ def _restore(
     conf: Any,
     settings: config.HostSettings,
 ) -> int:
-    entry = _restorable_entry(journal, paths, args.uuid)  # again: a purge may have just run
+    # Again: a purge may have just run.
+    entry = _restorable_entry(journal, paths, args.uuid, settings.instances_path)
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:
         return quarantine.restore_journaled(
-            journal, entry, settings.libvirt_uri, settings.instances_path, start, common.now
+            journal,
+            entry,
+            settings.libvirt_uri,
+            settings.instances_path,
+            paths.quarantine,
+            start,
+            common.now,
         )
 
     try:
@@ -342,6 +356,10 @@ def purge_quarantine(args: argparse.Namespace) -> int:
         raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
     now, older_than = common.now(), datetime.timedelta(days=args.older_than)
     due = retention.expired(journal, paths.quarantine, now, older_than)
+    for entry in due:  # NOTE: docs/design.md rule 7: all checked before any is deleted
+        tampered = quarantine.tampering(entry, paths.quarantine)
+        if tampered:
+            raise EffectError(f"purge: {tampered}; nothing purged (repair or remove it by hand)")
     if not due:
         print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
         return common.EXIT_OK
