@@ -13,7 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
-from nova_orphans import table
+from nova_orphans import report, table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -131,7 +131,7 @@ def _journal(
 
 def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
-    and holds and releases, newest first."""
+    and holds and releases, newest first (JSON: ``events`` in the versioned envelope)."""
     journal, paths, _ = _journal(args, journal_required=True)
     events = _events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
@@ -139,7 +139,8 @@ def show_history(args: argparse.Namespace) -> int:
         events.sort(key=lambda e: e[0], reverse=True)
     del events[args.limit :]
     if args.format == "json":
-        print(json.dumps([record for _, record, _ in events], indent=2))
+        records = [record for _, record, _ in events]
+        print(json.dumps(report.versioned({"events": records}), indent=2))
         return common.EXIT_OK
     rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
     columns = HISTORY_WIDE if args.wide else HISTORY
@@ -206,7 +207,8 @@ def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
 
 
 def list_quarantine(args: argparse.Namespace) -> int:
-    """Print every quarantine entry: whether it is restorable, and what it holds or lacks."""
+    """Print every quarantine entry: whether it is restorable, and what it holds or lacks
+    (JSON: ``entries`` in the versioned envelope)."""
     journal, paths, _ = _journal(args)
     listed = quarantine.listing(journal, paths.quarantine)
     if args.format == "json":
@@ -219,7 +221,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
             }
             for item in listed
         ]
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(report.versioned({"entries": rows}), indent=2))
         return common.EXIT_OK
     columns = QUARANTINE_WIDE if args.wide else QUARANTINE
     found: list[tuple[str, ...]] = []

@@ -17,12 +17,14 @@ import re
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
 from nova_orphans import cli
 from nova_orphans.act import manifest, quarantine
 from nova_orphans.act.manifest import BackingFile, Kept, Manifest
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from tests import report_schema
 
 OLD, YOUNG = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
 
@@ -274,7 +276,7 @@ def test_restore_is_journaled_and_closes_the_entry(
         assert [i.step for i in journal.history(uuid)] == ["purge", "restore"]
     # ``history`` tells the whole lifecycle: the restore, the hold it put, the purge.
     assert state.run("history", "--format", "json") == 0
-    events = json.loads(capsys.readouterr().out)
+    events = report_schema.valid(json.loads(capsys.readouterr().out))["events"]
     told = sorted((e["event"], e.get("step"), e.get("outcome")) for e in events)
     assert told == [("hold", None, None), ("step", "purge", "done"), ("step", "restore", "done")]
 
@@ -513,6 +515,36 @@ def test_quarantine_list_says_an_entry_not_to_be_trusted_is_not_restorable(
 ) -> None:
     link = _symlinked_file(state, state.entry(OLD, 1, journal=True))
     assert state.run("quarantine", "list", "--format", "json") == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    (row,) = report_schema.valid(json.loads(capsys.readouterr().out))["entries"]
     assert row["restorable"] is False and f"{link} is a symlink" in row["detail"]
 
+
+def test_history_and_quarantine_list_json_are_versioned_documents_of_the_schema(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both print one document: ``schema_version``, ``tool_version`` and their rows."""
+    from nova_orphans.core.model import Kind
+    from nova_orphans.version import tool_version
+
+    state.entry(OLD, 2, journal=True)
+    _symlinked_file(state, state.entry(YOUNG, 1))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with state.journal() as journal:
+        done = journal.begin(OLD, Kind.DELETED, "reap", False, now)
+        journal.finish(done, "done", "reaped", now)
+        journal.begin(YOUNG, Kind.UNKNOWN, "stop", True, now)  # open: no outcome yet
+    assert state.run("history", "--format", "json") == 0
+    history = report_schema.valid(json.loads(capsys.readouterr().out))
+    assert list(history)[:2] == ["schema_version", "tool_version"]
+    assert history["tool_version"] == tool_version()
+    assert [(e["uuid"], e["outcome"]) for e in history["events"]] == [(YOUNG, None), (OLD, "done")]
+    assert state.run("quarantine", "list", "--format", "json") == 0
+    listed = report_schema.valid(json.loads(capsys.readouterr().out))
+    assert list(listed)[:2] == ["schema_version", "tool_version"]
+    rows = [(e["uuid"], e["restorable"], e["known_from"]) for e in listed["entries"]]
+    assert rows == [(OLD, True, "journal"), (YOUNG, False, "manifest")]
+    # The schema is no rubber stamp: a row missing a field, or a bare list, is refused.
+    del listed["entries"][0]["restorable"]
+    for wrong in (listed, history["events"]):
+        with pytest.raises(jsonschema.ValidationError):
+            report_schema.validator().validate(wrong)
