@@ -205,10 +205,10 @@ def versioned_json(body: dict[str, Any], kinds: Iterable[Kind]) -> str:
     ``counts`` holds every kind, zero included, so a script never needs a default.
     """
     counts = collections.Counter(kinds)
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "tool_version": tool_version(),
-        **body,
-        "counts": {kind.value: counts[kind] for kind in Kind},
-    }
+    document = versioned({**body, "counts": {kind.value: counts[kind] for kind in Kind}})
     return json.dumps(document, indent=2)
+
+
+def versioned(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` after ``schema_version`` and ``tool_version``: every JSON document's envelope."""
+    return {"schema_version": SCHEMA_VERSION, "tool_version": tool_version(), **body}

@@ -180,3 +180,8 @@ def test_driver_node() -> dict[str, str]:
         return {"node": conn.getHostname(), "hypervisor_type": conn.getType()}
     finally:
         conn.close()
+
+
+def quarantine_root_of(directory: str) -> str:
+    """The quarantine root of ``<root>/<uuid>/<stamp>`` (what ``restore`` is given)."""
+    return str(pathlib.Path(directory).parents[1])

@@ -113,6 +113,81 @@ def unknown_directories(journal: Journal, quarantine_root: str) -> list[manifest
     ]
 
 
+def tampering(
+    entry: QuarantineEntry, quarantine_root: str, instances_path: str | None = None
+) -> str | None:
+    """Why ``restore`` or ``purge`` must not trust the entry; None when nothing is amiss.
+
+    NOTE: docs/design.md rule 7. The quarantine is root's, but what a restore writes
+    or a purge deletes is decided by what lies in it, so nothing there is followed:
+    the entry must be ``<quarantine_root>/<uuid>/<stamp>`` with no symlink on the way
+    or anywhere inside it, and (with ``instances_path``, for a restore) a backing file
+    that must be put back must lie in ``instances_path``, and a missing NVRAM file's
+    path must be plain (absolute, normalized, no symlink in it). Checked with the
+    quarantine's lock held (nothing else moves these files meanwhile). A directory
+    that is gone holds nothing to follow (a purge finds it already gone).
+    """
+    root, path = os.path.abspath(quarantine_root), os.path.abspath(entry.path)
+    if not os.path.lexists(path):
+        return None
+    refusal = paths.path_refusal(root, path)
+    if refusal is None and os.path.relpath(path, root).split(os.sep)[:-1] != [entry.uuid]:
+        refusal = f"{path} is not a quarantine directory of {entry.uuid} under {root}"
+    if refusal is None:
+        refusal = _symlink_inside(path)
+    if refusal is None and instances_path is not None:
+        refusal = _written_outside(entry, path, os.path.abspath(instances_path))
+    return None if refusal is None else f"quarantine entry {entry.uuid} ({path}): {refusal}"
+
+
+def _symlink_inside(directory: str) -> str | None:
+    """The first symlink anywhere below ``directory`` (never followed), if any."""
+
+    def unreadable(err: OSError) -> None:
+        raise err
+
+    try:
+        for top, dirs, files in os.walk(directory, onerror=unreadable):
+            for name in sorted(dirs + files):
+                if os.path.islink(os.path.join(top, name)):
+                    return f"{os.path.join(top, name)} is a symlink (never followed)"
+    except OSError as err:
+        return f"cannot inspect it: {paths.os_reason(err)}"
+    return None
+
+
+def _written_outside(entry: QuarantineEntry, directory: str, instances_path: str) -> str | None:
+    """Why a file restore would put back lies where it must not; None when all is in place.
+
+    A corrupt manifest is refused too (what it names cannot be judged); an
+    unreadable XML is refused by restore on its own.
+    """
+    try:
+        saved = manifests.read(directory)
+    except manifests.ManifestError as err:
+        if os.path.lexists(os.path.join(directory, manifests.MANIFEST_FILE)):
+            return str(err)
+        saved = None  # NOTE: an older version's entry: restorable from its XML and files
+    for backing in saved.kept.backing if saved else ():
+        if os.path.lexists(backing.path):
+            continue  # NOTE: restore puts back only what is gone
+        inside = os.path.commonpath([backing.path, instances_path]) == instances_path
+        link = paths.first_symlink(backing.path)
+        if not inside or link is not None:
+            why = f"{link} is a symlink" if link else f"it is outside {instances_path}"
+            return f"its manifest has backing file {backing.path} put back, but {why}"
+    try:
+        nvram = live.nvram_path(_read_xml(entry, directory))
+    except EffectError:
+        nvram = None
+    if nvram is not None and os.path.isfile(os.path.join(directory, live.NVRAM_FILE)):
+        link = paths.first_symlink(nvram)
+        if not os.path.isabs(nvram) or os.path.normpath(nvram) != nvram or link is not None:
+            why = f"{link} is a symlink" if link else "it is not a plain absolute path"
+            return f"its NVRAM is copied back to {nvram}, but {why}"
+    return None
+
+
 def listing(journal: Journal, quarantine_root: str) -> list[Listed]:
     """Every entry to restore or purge, whether it is restorable and what it holds."""
     known = {(e.uuid, e.reaped_at) for e in journal.quarantine()}
@@ -121,6 +196,9 @@ def listing(journal: Journal, quarantine_root: str) -> list[Listed]:
         source = "journal" if (entry.uuid, entry.reaped_at) in known else "manifest"
         try:
             directory = _entry_dir(entry)
+            tampered = tampering(entry, quarantine_root)
+            if tampered:
+                raise EffectError(tampered)
             _read_xml(entry, directory)
             saved = _manifest(entry, directory)
             problem = _missing(entry, directory, saved)
@@ -139,6 +217,7 @@ def restore(
     entry: QuarantineEntry,
     uri: str,
     instances_path: str,
+    quarantine_root: str,
     start: bool = False,
     *,
     swtpm_root: str = live.DEFAULT_SWTPM_ROOT,
@@ -151,8 +230,12 @@ def restore(
     after the files moved back undoes the restore, so the entry is quarantined
     and restorable exactly as before; should undoing fail too, the manifest says
     what state the guest is in. Refuses when libvirt has a domain with this UUID
-    again. Returns what was done.
+    again, and an entry that is not to be trusted (``tampering``). Returns what was
+    done.
     """
+    tampered = tampering(entry, quarantine_root, instances_path)
+    if tampered:
+        raise EffectError(f"restore {entry.uuid}: {tampered}; nothing changed")
     directory = _entry_dir(entry)
     xml = _read_xml(entry, directory)
     saved = _manifest(entry, directory)
@@ -194,6 +277,7 @@ def restore_journaled(
     entry: QuarantineEntry,
     uri: str,
     instances_path: str,
+    quarantine_root: str,
     start: bool,
     now: Callable[[], datetime.datetime],
 ) -> str:
@@ -204,7 +288,7 @@ def restore_journaled(
     """
     intent = journal.begin(entry.uuid, Kind(entry.kind), RESTORE_STEP, False, now())
     try:
-        detail = restore(entry, uri, instances_path, start)
+        detail = restore(entry, uri, instances_path, quarantine_root, start)
     except EffectError as exc:
         journal.finish(intent, "failed", str(exc), now())
         raise

@@ -101,7 +101,7 @@ def purge_expired(
     """
     with journal.quarantine_held(wait):
         return [
-            _purge(effects, journal, entry, now, dry_run)
+            _purge(effects, journal, quarantine_root, entry, now, dry_run)
             for entry in expired(journal, quarantine_root, now, older_than, cycles)
         ]
 
@@ -109,13 +109,17 @@ def purge_expired(
 def _purge(
     effects: Effects,
     journal: Journal,
+    quarantine_root: str,
     entry: QuarantineEntry,
     now: datetime.datetime,
     dry_run: bool,
 ) -> Purged:
-    """Purge one entry: intent journaled before, outcome after."""
+    """Purge one entry: intent journaled before, outcome after; never one not to be trusted."""
     intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
+    tampered = quarantine.tampering(entry, quarantine_root)  # NOTE: docs/design.md rule 7
     try:
+        if tampered:
+            raise EffectError(f"purge {entry.uuid}: {tampered}")
         detail, outcome = effects.purge(entry.uuid, entry.path), "done"
     except EffectError as exc:
         detail, outcome = str(exc), "failed"

@@ -13,7 +13,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
-from nova_orphans import table
+from nova_orphans import report, table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -131,7 +131,7 @@ def _journal(
 
 def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
-    and holds and releases, newest first."""
+    and holds and releases, newest first (JSON: ``events`` in the versioned envelope)."""
     journal, paths, _ = _journal(args, journal_required=True)
     events = _events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
@@ -139,7 +139,8 @@ def show_history(args: argparse.Namespace) -> int:
         events.sort(key=lambda e: e[0], reverse=True)
     del events[args.limit :]
     if args.format == "json":
-        print(json.dumps([record for _, record, _ in events], indent=2))
+        records = [record for _, record, _ in events]
+        print(json.dumps(report.versioned({"events": records}), indent=2))
         return common.EXIT_OK
     rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
     columns = HISTORY_WIDE if args.wide else HISTORY
@@ -206,7 +207,8 @@ def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
 
 
 def list_quarantine(args: argparse.Namespace) -> int:
-    """Print every quarantine entry: whether it is restorable, and what it holds or lacks."""
+    """Print every quarantine entry: whether it is restorable, and what it holds or lacks
+    (JSON: ``entries`` in the versioned envelope)."""
     journal, paths, _ = _journal(args)
     listed = quarantine.listing(journal, paths.quarantine)
     if args.format == "json":
@@ -219,7 +221,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
             }
             for item in listed
         ]
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(report.versioned({"entries": rows}), indent=2))
         return common.EXIT_OK
     columns = QUARANTINE_WIDE if args.wide else QUARANTINE
     found: list[tuple[str, ...]] = []
@@ -255,19 +257,26 @@ def restore_guest(args: argparse.Namespace) -> int:
     settings = config.host_settings(
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
-    _restorable_entry(journal, paths, args.uuid)  # bad input changes nothing, not even a lock
+    # NOTE: bad input, or an entry not to be trusted, changes nothing, not even a lock.
+    _restorable_entry(journal, paths, args.uuid, settings.instances_path)
     # NOTE: held from reading the entry to the end: a running agent's retention
     # purge must not delete the directory while its files move back.
     with journal.quarantine_held(QUARANTINE_WAIT):
         return _restore(args, journal, paths, conf, settings)
 
 
-def _restorable_entry(journal: Journal, paths: config.StatePaths, uuid: str) -> QuarantineEntry:
+def _restorable_entry(
+    journal: Journal, paths: config.StatePaths, uuid: str, instances_path: str
+) -> QuarantineEntry:
+    """The entry ``restore`` brings back; refused (one line) when it is not to be trusted."""
     entry = quarantine.latest(journal, paths.quarantine, uuid)
     if entry is None:
         raise common.UsageError(
             f"no restorable quarantine entry for {uuid} (see 'nova-orphans quarantine list')"
         )
+    tampered = quarantine.tampering(entry, paths.quarantine, instances_path)
+    if tampered:  # NOTE: docs/design.md rule 7
+        raise EffectError(f"restore {uuid}: {tampered}; nothing changed")
     return entry
 
 
@@ -278,12 +287,19 @@ def _restore(
     conf: Any,
     settings: config.HostSettings,
 ) -> int:
-    entry = _restorable_entry(journal, paths, args.uuid)  # again: a purge may have just run
+    # Again: a purge may have just run.
+    entry = _restorable_entry(journal, paths, args.uuid, settings.instances_path)
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:
         return quarantine.restore_journaled(
-            journal, entry, settings.libvirt_uri, settings.instances_path, start, common.now
+            journal,
+            entry,
+            settings.libvirt_uri,
+            settings.instances_path,
+            paths.quarantine,
+            start,
+            common.now,
         )
 
     try:
@@ -342,6 +358,10 @@ def purge_quarantine(args: argparse.Namespace) -> int:
         raise EffectError(f"{unknown[0].problem}; nothing purged (repair or remove it by hand)")
     now, older_than = common.now(), datetime.timedelta(days=args.older_than)
     due = retention.expired(journal, paths.quarantine, now, older_than)
+    for entry in due:  # NOTE: docs/design.md rule 7: all checked before any is deleted
+        tampered = quarantine.tampering(entry, paths.quarantine)
+        if tampered:
+            raise EffectError(f"purge: {tampered}; nothing purged (repair or remove it by hand)")
     if not due:
         print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
         return common.EXIT_OK

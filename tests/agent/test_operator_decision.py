@@ -19,6 +19,7 @@ from nova_orphans.act.restore import RestoreRefused
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simnova import Fault
+from tests import report_schema
 from tests.agent.simworld import OTHER, SimWorld
 
 STOP_ONLY = {Kind.DELETED: Action.STOP, Kind.MISPLACED: Action.STOP}
@@ -52,7 +53,7 @@ def conf_for(world_path: pathlib.Path) -> str:
 def history_json(capsys, conf: str, uuid: str) -> list[dict]:
     capsys.readouterr()
     assert cli.main(["history", "--config-file", conf, "--uuid", uuid, "--format", "json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return report_schema.valid(json.loads(capsys.readouterr().out))["events"]
 
 
 # --- rule 12: started by someone else after the agent stopped it --------------------------

@@ -141,7 +141,7 @@ class AgentCli:
             "history", "--config-file", str(self.conf), "--uuid", uuid, "--format", "json"
         )
         assert done.returncode == EXIT_OK, show(done)
-        return list(json.loads(done.stdout))
+        return list(json.loads(done.stdout)["events"])
 
     def release(self, uuid: str) -> None:
         """``release UUID``: the agent may act on the guest again."""
@@ -155,7 +155,7 @@ class AgentCli:
             "quarantine", "list", "--config-file", str(self.conf), "--format", "json"
         )
         assert done.returncode == EXIT_OK, show(done)
-        return list(json.loads(done.stdout))
+        return list(json.loads(done.stdout)["entries"])
 
     def quarantine_table(self) -> str:
         done = harness.run_cli("quarantine", "list", "--config-file", str(self.conf))

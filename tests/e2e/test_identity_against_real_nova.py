@@ -97,7 +97,7 @@ def history(config: pathlib.Path, uuid: str) -> list[object]:
         "history", "--config-file", str(config), "--uuid", uuid, "--format", "json"
     )
     assert done.returncode == EXIT_OK, done.stderr
-    return list(json.loads(done.stdout))
+    return list(json.loads(done.stdout)["events"])
 
 
 def test_host1s_copied_config_on_lvhosts_libvirt_is_refused_and_its_guest_keeps_running(

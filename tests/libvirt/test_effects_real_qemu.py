@@ -105,6 +105,11 @@ def _reap(effects: live.LiveEffects, uuid: str, files: bool = False) -> Quaranti
     return QuarantineEntry(uuid, STAMP, "unknown", directory, moved, [])
 
 
+def _restore(entry: QuarantineEntry, uri: str, instances: str, start: bool = False) -> str:
+    """``quarantine.restore`` of ``entry`` into ``instances``."""
+    return quarantine.restore(entry, uri, instances, worlds.quarantine_root_of(entry.path), start)
+
+
 def _exists(conn: libvirt.virConnect, uuid: str) -> bool:
     try:
         conn.lookupByUUIDString(uuid)
@@ -147,7 +152,7 @@ def test_reap_undefines_and_restore_brings_back_the_identical_definition(
     assert not _exists(conn, uuid)
     assert sorted(os.listdir(entry.path)) == ["domain.xml", "manifest.json"]
 
-    detail = quarantine.restore(entry, qemu_system_uri, instances)
+    detail = _restore(entry, qemu_system_uri, instances)
     assert detail == f"defined {dom.name()}"
     restored = conn.lookupByUUIDString(uuid)
     assert _canonical(restored.XMLDesc(INACTIVE)) == _canonical(before)
@@ -162,14 +167,14 @@ def test_restore_refuses_when_the_uuid_exists_again(
     entry = _reap(effects, dom.UUIDString())
     dom.connect().defineXML(xml)  # someone defined it again by hand
     with pytest.raises(EffectError, match="has this UUID again"):
-        quarantine.restore(entry, qemu_system_uri, instances)
+        _restore(entry, qemu_system_uri, instances)
     (pathlib.Path(entry.path) / "domain.xml").unlink()
     # Once restored, the manifest says so: a second restore is refused before libvirt is asked.
     dom.undefine()
     (pathlib.Path(entry.path) / "domain.xml").write_text(xml)
-    quarantine.restore(entry, qemu_system_uri, instances)
+    _restore(entry, qemu_system_uri, instances)
     with pytest.raises(EffectError, match=r"not restorable: restored \("):
-        quarantine.restore(entry, qemu_system_uri, instances)
+        _restore(entry, qemu_system_uri, instances)
 
 
 def test_restore_with_start_runs_the_guest(
@@ -181,7 +186,7 @@ def test_restore_with_start_runs_the_guest(
 ) -> None:
     uuid = define().UUIDString()
     entry = _reap(effects, uuid)
-    detail = quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    detail = _restore(entry, qemu_system_uri, instances, start=True)
     assert detail.endswith("; started")
     assert conn.lookupByUUIDString(uuid).isActive()
 
@@ -208,7 +213,7 @@ def test_reap_moves_the_instance_directory_and_restore_moves_it_back_byte_identi
     quarantined = pathlib.Path(entry.path) / "files"
     assert {p.name: p.read_bytes() for p in quarantined.iterdir()} == content
 
-    quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    _restore(entry, qemu_system_uri, instances, start=True)
     assert {p.name: p.read_bytes() for p in directory.iterdir()} == content
     assert conn.lookupByUUIDString(uuid).isActive()
 
@@ -253,7 +258,7 @@ def test_a_managed_saved_guest_comes_back_managed_saved_and_resumes(
     assert (pathlib.Path(entry.path) / "managed.save").read_bytes() == saved
     assert "managed-save" in manifest.read(entry.path).holds()
 
-    detail = quarantine.restore(entry, qemu_system_uri, instances)
+    detail = _restore(entry, qemu_system_uri, instances)
     assert "managed-saved again" in detail
     restored = conn.lookupByUUIDString(uuid)
     assert restored.hasManagedSaveImage(0)
@@ -274,7 +279,7 @@ def test_a_managed_saved_guest_restored_with_start_resumes_from_its_saved_state(
     uuid = dom.UUIDString()
     dom.managedSave()
     entry = _reap(effects, uuid)
-    detail = quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    detail = _restore(entry, qemu_system_uri, instances, start=True)
     assert detail.endswith("resumed from its managed-save image")
     restored = conn.lookupByUUIDString(uuid)
     assert restored.state()[0] == libvirt.VIR_DOMAIN_RUNNING
@@ -298,7 +303,7 @@ def test_a_guest_with_checkpoints_comes_back_with_the_same_checkpoints(
 
     entry = _reap(effects, uuid, files=True)
     assert manifest.read(entry.path).kept.checkpoints == ("backup-1", "backup-2")
-    quarantine.restore(entry, qemu_system_uri, instances)
+    _restore(entry, qemu_system_uri, instances)
     restored = conn.lookupByUUIDString(uuid)
     after = {c.getName(): _canonical(c.getXMLDesc(0)) for c in restored.listAllCheckpoints(0)}
     assert after == before
@@ -338,7 +343,7 @@ def test_a_guest_with_snapshots_comes_back_with_the_same_snapshots(
     entry = _reap(effects, uuid, files=True)
     assert manifest.read(entry.path).kept.snapshots == ("before-upgrade", "after-upgrade")
 
-    quarantine.restore(entry, qemu_system_uri, instances)
+    _restore(entry, qemu_system_uri, instances)
     restored = conn.lookupByUUIDString(uuid)
     assert _snapshots(restored) == before
     assert restored.snapshotCurrent(0).getName() == "after-upgrade"
@@ -361,7 +366,7 @@ def test_a_qcow2_overlay_whose_base_nova_deleted_restores_and_boots(
     assert (kept.path, kept.how) == (str(base), "hard link")
     base.unlink()  # Nova's image cache manager: no non-deleted instance uses it
 
-    detail = quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    detail = _restore(entry, qemu_system_uri, instances, start=True)
     assert f"put back backing file {base}" in detail
     assert base.read_bytes() == content
     assert conn.lookupByUUIDString(uuid).isActive()
@@ -389,14 +394,14 @@ def test_a_restore_whose_start_fails_is_undone_and_stays_restorable(
     with pytest.raises(
         EffectError, match=r"start failed: .*undone, the guest is quarantined again"
     ):
-        quarantine.restore(entry, qemu_system_uri, instances, start=True)
+        _restore(entry, qemu_system_uri, instances, start=True)
     assert not _exists(conn, uuid)
     assert not (pathlib.Path(instances) / uuid).exists()
     assert (pathlib.Path(entry.path) / "files" / "disk").is_file()
     assert manifest.read(entry.path).restore_state is None
 
     volume.write_bytes(b"\0" * 65536)
-    quarantine.restore(entry, qemu_system_uri, instances, start=True)
+    _restore(entry, qemu_system_uri, instances, start=True)
     assert conn.lookupByUUIDString(uuid).isActive()
 
 

@@ -92,6 +92,12 @@ def effects(tmp_path: pathlib.Path) -> Iterator[live.LiveEffects]:
     made.close()
 
 
+def _restore(entry: QuarantineEntry, tmp_path: pathlib.Path, start: bool = False) -> str:
+    """``quarantine.restore`` of ``entry`` into this test's instances path."""
+    root = worlds.quarantine_root_of(entry.path)
+    return quarantine.restore(entry, URI, str(tmp_path / "instances"), root, start)
+
+
 def _gone(conn: libvirt.virConnect, uuid: str) -> bool:
     try:
         conn.lookupByUUIDString(uuid)
@@ -215,14 +221,14 @@ def test_restore_defines_again_and_copies_missing_nvram_back(
     nvram.unlink()
     entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
 
-    detail = quarantine.restore(entry, URI, str(tmp_path / "instances"))
+    detail = _restore(entry, tmp_path)
     assert detail.startswith("defined ")
     assert f"NVRAM copied back to {nvram}" in detail
     assert conn.lookupByUUIDString(uuid).XMLDesc(INACTIVE) == before
     assert nvram.read_bytes() == b"\x01nvram"
 
     with pytest.raises(EffectError, match="has this UUID again"):
-        quarantine.restore(entry, URI, str(tmp_path / "instances"))
+        _restore(entry, tmp_path)
 
 
 # --- state a restore needs (docs/design.md rule 16) -----------------------------------
@@ -251,7 +257,7 @@ def test_snapshots_are_kept_and_redefined_parents_first_with_the_current_one(
     assert _gone(conn, uuid)
 
     entry = QuarantineEntry(uuid, STAMP, "unknown", directory, False, [])
-    detail = quarantine.restore(entry, URI, str(tmp_path / "instances"))
+    detail = _restore(entry, tmp_path)
     assert "redefined 3 snapshot(s), 0 checkpoint(s)" in detail
     restored = conn.lookupByUUIDString(uuid)
     assert _snapshots(restored) == before
@@ -428,7 +434,7 @@ def test_a_restore_whose_start_fails_and_whose_undo_fails_says_so_everywhere(
 
     monkeypatch.setattr(live, "undefine_with_fallback", undefine_refused)
     with pytest.raises(EffectError, match=r"start failed: .*undoing failed too") as raised:
-        quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+        _restore(entry, tmp_path, start=True)
     assert "the guest is defined in libvirt, not started" in str(raised.value)
     assert conn.lookupByUUIDString(uuid).isPersistent()
     saved = manifest.read(entry.path)
@@ -436,7 +442,7 @@ def test_a_restore_whose_start_fails_and_whose_undo_fails_says_so_everywhere(
     assert saved.restore_state.startswith("defined again, start failed, undoing failed")
     # The entry is no longer offered as restorable, and says why.
     with pytest.raises(EffectError, match=r"not restorable: defined again, start failed"):
-        quarantine.restore(entry, URI, str(tmp_path / "instances"))
+        _restore(entry, tmp_path)
 
 
 def test_a_restore_whose_start_fails_is_undone_on_the_test_driver_too(
@@ -451,10 +457,10 @@ def test_a_restore_whose_start_fails_is_undone_on_the_test_driver_too(
     with monkeypatch.context() as patched:
         _start_fails(patched)
         with pytest.raises(EffectError, match=r"undone, the guest is quarantined again"):
-            quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+            _restore(entry, tmp_path, start=True)
     assert _gone(conn, uuid)
     assert manifest.read(entry.path).restore_state is None
-    quarantine.restore(entry, URI, str(tmp_path / "instances"), start=True)
+    _restore(entry, tmp_path, start=True)
     assert conn.lookupByUUIDString(uuid).isActive()
 
 

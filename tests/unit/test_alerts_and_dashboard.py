@@ -142,6 +142,7 @@ def test_rules_and_dashboard_cover_the_states_an_operator_must_see():
         'nova_orphans_dangers{danger="shared-volume"}',
         'nova_orphans_dangers{danger="unknown"}',
         "nova_orphans_untracked_memory_bytes",
+        'nova_orphans_nova_requests_total{status=~"5xx|error"}',
     ):
         assert metric in rules, metric
     dashboard = " ".join(expr for _, expr in dashboard_exprs())
@@ -158,11 +159,21 @@ def test_the_alert_rules_pass_their_promtool_unit_tests():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_promtool_tests_fail_on_a_rule_that_ignores_the_grace(tmp_path):
+#: Rules broken on purpose (alert, the text replaced, its replacement): the tests catch each.
+BROKEN_RULES = {
+    "orphans alert without the grace": ("NovaOrphansPresent", "    for: 1h\n", "    for: 1m\n"),
+    "a 404 counts as a Nova error": ("NovaOrphansNovaErrors", '"5xx|error"', '"4xx|5xx|error"'),
+    "Nova errors alert at once": ("NovaOrphansNovaErrors", "    for: 30m\n", "    for: 1m\n"),
+    "a short Nova outage alerts": ("NovaOrphansNovaErrors", "[1h])) > 0.1", "[1h])) > 0.05"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("alert, old, new", BROKEN_RULES.values(), ids=list(BROKEN_RULES))
+def test_the_promtool_tests_fail_on_a_broken_rule(tmp_path, alert, old, new):
     promtool = tools.tool("promtool", "prometheus")
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
     rules = RULES.read_text()
-    broken = rules.replace("        for: 1h\n", "        for: 1m\n", 1)
+    broken = rules.replace(old, new, 1)
     assert broken != rules
     (tmp_path / RULES.name).write_text(broken)
     done = subprocess.run(
@@ -172,4 +183,4 @@ def test_the_promtool_tests_fail_on_a_rule_that_ignores_the_grace(tmp_path):
         timeout=300,
     )
     assert done.returncode != 0
-    assert "NovaOrphansPresent" in done.stdout + done.stderr
+    assert alert in done.stdout + done.stderr

@@ -17,12 +17,14 @@ import re
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
 from nova_orphans import cli
 from nova_orphans.act import manifest, quarantine
 from nova_orphans.act.manifest import BackingFile, Kept, Manifest
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from tests import report_schema
 
 OLD, YOUNG = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
 
@@ -274,7 +276,7 @@ def test_restore_is_journaled_and_closes_the_entry(
         assert [i.step for i in journal.history(uuid)] == ["purge", "restore"]
     # ``history`` tells the whole lifecycle: the restore, the hold it put, the purge.
     assert state.run("history", "--format", "json") == 0
-    events = json.loads(capsys.readouterr().out)
+    events = report_schema.valid(json.loads(capsys.readouterr().out))["events"]
     told = sorted((e["event"], e.get("step"), e.get("outcome")) for e in events)
     assert told == [("hold", None, None), ("step", "purge", "done"), ("step", "restore", "done")]
 
@@ -379,3 +381,170 @@ def test_a_purge_with_nothing_old_enough_says_so_and_asks_nothing(state: State) 
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == "nothing reaped 7 days ago or more: nothing to purge\n"
     assert young.exists()
+
+
+# --- entries not to be trusted (docs/design.md rule 7) ---------------------------------
+
+
+def _symlinked_file(state: State, directory: pathlib.Path) -> str:
+    """A file of the entry replaced by a symlink to a file outside the quarantine."""
+    (directory / "files" / "disk").unlink()
+    (directory / "files" / "disk").symlink_to(state.root / "victim")
+    return str(directory / "files" / "disk")
+
+
+def _symlinked_entry(state: State, directory: pathlib.Path) -> str:
+    """The entry's directory replaced by a symlink to a copy of it outside."""
+    outside = state.root / "outside" / directory.name
+    outside.parent.mkdir()
+    directory.rename(outside)
+    directory.symlink_to(outside)
+    return str(directory)
+
+
+def _entry_outside(state: State, directory: pathlib.Path) -> str:
+    """The journal names a directory outside the quarantine that looks like an entry."""
+    outside = state.root / "outside" / OLD / directory.name
+    outside.parent.mkdir(parents=True)
+    directory.rename(outside)
+    directory.parent.rmdir()
+    with state.journal() as journal:
+        journal._db.execute("UPDATE quarantine SET path = ? WHERE uuid = ?", (str(outside), OLD))
+    return f"is outside {state.quarantine}"
+
+
+def _backing_outside(state: State, directory: pathlib.Path) -> str:
+    """The manifest has a backing file put back outside ``instances_path``."""
+    (directory / "backing").mkdir()
+    (directory / "backing" / "0-abc").write_bytes(b"base")
+    target = str(state.root / "etc" / "cron.d" / "abc")
+    saved = manifest.read(str(directory))
+    kept = Kept(backing=(BackingFile(target, "0-abc", "hard link", 4),))
+    manifest.write(str(directory), dataclasses.replace(saved, kept=kept))
+    return f"backing file {target} put back, but it is outside {state.instances}"
+
+
+def _backing_with_dots(state: State, directory: pathlib.Path) -> str:
+    """The manifest names a backing file with ``..`` (climbing out of ``instances_path``)."""
+    (directory / "backing").mkdir()
+    (directory / "backing" / "0-abc").write_bytes(b"base")
+    target = f"{state.instances}/../etc/abc"
+    text = (directory / "manifest.json").read_text()
+    data = json.loads(text)
+    data["kept"]["backing"] = [{"path": target, "kept": "0-abc", "how": "copy", "size": 4}]
+    (directory / "manifest.json").write_text(json.dumps(data))
+    return f"backing file path {target!r}"
+
+
+TAMPERED = {
+    "a file of the entry is a symlink to a file outside": _symlinked_file,
+    "the entry's directory is a symlink": _symlinked_entry,
+    "the journal's entry lies outside the quarantine": _entry_outside,
+    "the manifest puts a backing file back outside instances_path": _backing_outside,
+    "the manifest names a backing file with ..": _backing_with_dots,
+}
+
+
+@pytest.mark.parametrize("tamper", TAMPERED.values(), ids=list(TAMPERED))
+def test_restore_refuses_an_entry_not_to_be_trusted_and_changes_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], tamper
+) -> None:
+    (state.root / "victim").write_bytes(b"precious")
+    directory = state.entry(OLD, 1, journal=True)
+    named = tamper(state, directory)
+    before = state.tree()
+    with state.journal() as journal:
+        steps = journal.history()
+    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    line = _one_line(capsys)
+    assert line.startswith(f"nova-orphans: error: restore {OLD}: ") and named in line, line
+    assert "nothing changed" in line
+    assert state.tree() == before and (state.root / "victim").read_bytes() == b"precious"
+    assert not (state.instances / OLD).exists() and not (state.root / "etc").exists()
+    with state.journal() as journal:
+        assert journal.history() == steps  # refused before anything was journaled
+
+
+PURGE_TAMPERED = ("a file of the entry is a symlink to a file outside",
+                  "the entry's directory is a symlink",
+                  "the journal's entry lies outside the quarantine")  # fmt: skip
+
+
+@pytest.mark.parametrize("how", PURGE_TAMPERED)
+def test_purge_refuses_an_entry_not_to_be_trusted_and_purges_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    (state.root / "victim").write_bytes(b"precious")
+    clean = state.entry(YOUNG, 20, journal=True)
+    named = TAMPERED[how](state, state.entry(OLD, 10, journal=True))
+    before = state.tree()
+    assert state.run("purge", "--older-than", "7", "--yes") == cli.EXIT_ERROR
+    line = _one_line(capsys)
+    assert line.startswith(f"nova-orphans: error: purge: quarantine entry {OLD} (")
+    assert named in line
+    assert line.endswith("nothing purged (repair or remove it by hand)")
+    assert state.tree() == before and clean.exists()
+    assert (state.root / "victim").read_bytes() == b"precious"
+    with state.journal() as journal:
+        assert journal.history() == []
+
+
+def test_the_agents_retention_purge_fails_an_entry_not_to_be_trusted(state: State) -> None:
+    """The agent's purge goes through the same check: that entry fails, the others go."""
+    from nova_orphans.act import live, retention
+
+    (state.root / "victim").write_bytes(b"precious")
+    clean = state.entry(YOUNG, 20, journal=True)
+    tampered = state.entry(OLD, 10, journal=True)
+    link = _symlinked_file(state, tampered)
+    effects = live.LiveEffects("test:///default", str(state.instances), str(state.quarantine))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with state.journal() as journal:
+        purged = retention.purge_expired(
+            effects, journal, str(state.quarantine), now, datetime.timedelta(days=7), False
+        )
+    effects.close()
+    outcomes = {p.entry.uuid: (p.outcome, p.detail) for p in purged}
+    assert outcomes[YOUNG][0] == "done" and not clean.exists()
+    assert outcomes[OLD][0] == "failed" and f"{link} is a symlink" in outcomes[OLD][1]
+    assert os.path.islink(link) and (state.root / "victim").read_bytes() == b"precious"
+
+
+def test_quarantine_list_says_an_entry_not_to_be_trusted_is_not_restorable(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = _symlinked_file(state, state.entry(OLD, 1, journal=True))
+    assert state.run("quarantine", "list", "--format", "json") == 0
+    (row,) = report_schema.valid(json.loads(capsys.readouterr().out))["entries"]
+    assert row["restorable"] is False and f"{link} is a symlink" in row["detail"]
+
+
+def test_history_and_quarantine_list_json_are_versioned_documents_of_the_schema(
+    state: State, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both print one document: ``schema_version``, ``tool_version`` and their rows."""
+    from nova_orphans.core.model import Kind
+    from nova_orphans.version import tool_version
+
+    state.entry(OLD, 2, journal=True)
+    _symlinked_file(state, state.entry(YOUNG, 1))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with state.journal() as journal:
+        done = journal.begin(OLD, Kind.DELETED, "reap", False, now)
+        journal.finish(done, "done", "reaped", now)
+        journal.begin(YOUNG, Kind.UNKNOWN, "stop", True, now)  # open: no outcome yet
+    assert state.run("history", "--format", "json") == 0
+    history = report_schema.valid(json.loads(capsys.readouterr().out))
+    assert list(history)[:2] == ["schema_version", "tool_version"]
+    assert history["tool_version"] == tool_version()
+    assert [(e["uuid"], e["outcome"]) for e in history["events"]] == [(YOUNG, None), (OLD, "done")]
+    assert state.run("quarantine", "list", "--format", "json") == 0
+    listed = report_schema.valid(json.loads(capsys.readouterr().out))
+    assert list(listed)[:2] == ["schema_version", "tool_version"]
+    rows = [(e["uuid"], e["restorable"], e["known_from"]) for e in listed["entries"]]
+    assert rows == [(OLD, True, "journal"), (YOUNG, False, "manifest")]
+    # The schema is no rubber stamp: a row missing a field, or a bare list, is refused.
+    del listed["entries"][0]["restorable"]
+    for wrong in (listed, history["events"]):
+        with pytest.raises(jsonschema.ValidationError):
+            report_schema.validator().validate(wrong)

@@ -121,6 +121,21 @@ def test_the_jq_example_reads_the_counts(tmp_path):
     assert done.stdout.strip() == "0", done.stderr
 
 
+def test_the_quarantine_jq_example_lists_the_restorable_entries(tmp_path):
+    from tests.unit.test_quarantine_cli import OLD, YOUNG, State
+
+    jq = tools.tool("jq", "jq")
+    line = next(x for x in README.splitlines() if "quarantine list --format json | jq" in x)
+    command = line.split("`")[1]
+    state = State(tmp_path)
+    state.entry(OLD, 2, journal=True)
+    state.entry(YOUNG, 1, with_manifest=False, journal=True)
+    (state.quarantine / YOUNG).glob("*").__next__().joinpath("files").rename(tmp_path / "gone")
+    command = command.replace("--format json", f"--format json --config-file {state.config}")
+    done = run_shell(command.replace("| jq ", f"| {jq} "), tmp_path)
+    assert done.stdout == f"{OLD}\n", done.stderr
+
+
 def test_nova_policy_example_writes_the_shipped_rules(tmp_path):
     (tmp_path / "etc" / "nova" / "policy.d").mkdir(parents=True)
     done = run_shell(example("nova-orphans nova-policy >"), tmp_path)
