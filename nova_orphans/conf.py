@@ -27,11 +27,8 @@ from nova_orphans.config_check import ConfigError as ConfigError
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
-from nova_orphans.core.policy import STOP_TIMEOUT, Action, Policy
+from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
 
-DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
-#: The longest retention a date can hold comfortably: a hundred years.
-MAX_RETENTION_DAYS = 36500
 NOVA_GROUP = "nova"
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
 _POLICY = Policy()
