@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import importlib.metadata
 import os
 import socket
@@ -423,14 +424,17 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     }
 
 
-def logging_opts() -> list[cfg.Opt]:
+@functools.lru_cache(maxsize=1)
+def logging_opts() -> tuple[cfg.Opt, ...]:
     """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every service has.
 
     NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
-    sample-config namespace (``oslo.log``) documents.
+    sample-config namespace (``oslo.log``) documents. Looked up once per process:
+    each lookup reads every installed distribution's entry points (start-up time of
+    a cold CLI run).
     """
     (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
-    return [opt for _, opts in entry.load()() for opt in opts]
+    return tuple(opt for _, opts in entry.load()() for opt in opts)
 
 
 def register(conf: cfg.ConfigOpts) -> None:
