@@ -551,7 +551,7 @@ def measure(bench: Bench, runs: int) -> dict[str, list[Run]]:
 #: (label, file suffix, function name) of the profile's rows; cumulative seconds.
 PROFILE_ROWS = (
     ("imports", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("config (oslo.config)", "nova_orphans/cli/common.py", "load_conf"),
+    ("config (oslo.config)", "nova_orphans/cli/configure.py", "load_conf"),
     ("keystoneauth requests (all)", "keystoneauth1/session.py", "request"),
     ("  of which waiting on the socket", "~", "<method 'recv_into' of '_socket.socket' objects>"),
     ("  of which JSON decoding", "json/__init__.py", "loads"),

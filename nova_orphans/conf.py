@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import importlib.metadata
 import os
 import socket
@@ -27,11 +28,8 @@ from nova_orphans.config_check import ConfigError as ConfigError
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
-from nova_orphans.core.policy import STOP_TIMEOUT, Action, Policy
+from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
 
-DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
-#: The longest retention a date can hold comfortably: a hundred years.
-MAX_RETENTION_DAYS = 36500
 NOVA_GROUP = "nova"
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
 _POLICY = Policy()
@@ -426,14 +424,17 @@ def _groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
     }
 
 
-def logging_opts() -> list[cfg.Opt]:
+@functools.lru_cache(maxsize=1)
+def logging_opts() -> tuple[cfg.Opt, ...]:
     """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every service has.
 
     NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
-    sample-config namespace (``oslo.log``) documents.
+    sample-config namespace (``oslo.log``) documents. Looked up once per process:
+    each lookup reads every installed distribution's entry points (start-up time of
+    a cold CLI run).
     """
     (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
-    return [opt for _, opts in entry.load()() for opt in opts]
+    return tuple(opt for _, opts in entry.load()() for opt in opts)
 
 
 def register(conf: cfg.ConfigOpts) -> None:

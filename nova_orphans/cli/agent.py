@@ -9,7 +9,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from oslo_config import cfg
 
@@ -20,7 +19,7 @@ from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
-from nova_orphans.cli import common
+from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
@@ -30,24 +29,9 @@ from nova_orphans.record.metrics import Metrics
 LOG = logging.getLogger(__name__)
 
 
-def register(commands: Any) -> None:
-    """Add the ``run`` sub-command."""
-    run = commands.add_parser("run", help="the agent: find orphans and act as configured")
-    common.add_config(run)
-    common.add_host(run)
-    run.add_argument("--once", action="store_true", help="one cycle, then exit (0/3/4/1)")
-    run.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="decide and journal (in the dry runs' own journal), change nothing, export no "
-        "metrics (overrides the config)",
-    )
-    run.set_defaults(handler=run_agent)
-
-
 def run_agent(args: argparse.Namespace) -> int:
     """Wire the agent from the config, reconcile interrupted steps, then cycle."""
-    conf = common.load_conf(args, agent=True)
+    conf = configure.load_conf(args, agent=True)
     # NOTE: oslo.config masks every secret option (password, token…) in this dump.
     conf.log_opt_values(LOG, logging.DEBUG)
     # NOTE: a second agent is named as such, not as the metrics port its twin holds.

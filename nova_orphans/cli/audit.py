@@ -10,7 +10,7 @@ from typing import Any
 
 from nova_orphans import conf as config
 from nova_orphans import pipeline, report
-from nova_orphans.cli import common
+from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind
 from nova_orphans.observe.dangers import DangerObserver
@@ -21,19 +21,6 @@ from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.observe.services import KeystoneClient, sibling
 from nova_orphans.record.journal import Journal
-
-
-def register(commands: Any) -> None:
-    """Add the ``audit`` and ``demo`` sub-commands."""
-    audit = commands.add_parser("audit", help="report orphan guests on this host; changes nothing")
-    common.add_config(audit)
-    common.add_host(audit)
-    common.add_format(audit)
-    audit.set_defaults(handler=run_audit)
-    demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
-    common.add_debug(demo)
-    common.add_format(demo)
-    demo.set_defaults(handler=run_demo)
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:
@@ -66,7 +53,7 @@ def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
 
 def run_audit(args: argparse.Namespace) -> int:
     """One read-only audit of this host."""
-    conf = common.load_conf(args)
+    conf = configure.load_conf(args)
     settings = config.host_settings(
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
@@ -100,7 +87,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """Audit the embedded simulated cloud through the same pipeline."""
     from nova_orphans.demo import world
 
-    common.setup_logging(common.logging_conf(), args)
+    configure.setup_logging(configure.logging_conf(), args)
     with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
         demo = world.build(directory)
         with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:

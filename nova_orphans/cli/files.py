@@ -11,9 +11,8 @@ import importlib.resources
 import os
 import sys
 import sysconfig
-from typing import Any
 
-from nova_orphans.cli import common
+from nova_orphans.cli import common, configure
 
 SCRIPT = "nova-orphans"
 SAMPLE_CONFIG = "nova-orphans.conf.sample"
@@ -24,32 +23,6 @@ NOVA_POLICY = "nova-policy.yaml"
 SHIPPED_EXEC = "/usr/local/bin/nova-orphans"
 
 
-def register(commands: Any) -> None:
-    """Add the ``sample-config``, ``systemd-unit`` and ``nova-policy`` sub-commands."""
-    sample = commands.add_parser(
-        "sample-config", help="print the sample configuration (every option, with its help)"
-    )
-    common.add_debug(sample)
-    sample.set_defaults(handler=print_sample_config)
-    unit = commands.add_parser(
-        "systemd-unit", help="print the systemd unit, ExecStart naming this installation"
-    )
-    common.add_debug(unit)
-    unit.add_argument(
-        "--executable",
-        metavar="PATH",
-        help="absolute path of the nova-orphans script to run (default: this one)",
-    )
-    unit.set_defaults(handler=print_systemd_unit)
-    policy = commands.add_parser(
-        "nova-policy",
-        help="print the Nova policy rules for least-privilege credentials "
-        "(role nova-orphans-reader; for nova-api's policy.d)",
-    )
-    common.add_debug(policy)
-    policy.set_defaults(handler=print_nova_policy)
-
-
 def shipped(name: str) -> str:
     """The text of a file shipped in ``nova_orphans/data``."""
     return importlib.resources.files("nova_orphans.data").joinpath(name).read_text()
@@ -57,21 +30,21 @@ def shipped(name: str) -> str:
 
 def print_sample_config(args: argparse.Namespace) -> int:
     """Print the sample configuration file."""
-    common.setup_logging(common.logging_conf(), args)
+    configure.setup_logging(configure.logging_conf(), args)
     sys.stdout.write(shipped(SAMPLE_CONFIG))
     return common.EXIT_OK
 
 
 def print_nova_policy(args: argparse.Namespace) -> int:
     """Print the Nova policy overrides of the least-privilege role."""
-    common.setup_logging(common.logging_conf(), args)
+    configure.setup_logging(configure.logging_conf(), args)
     sys.stdout.write(shipped(NOVA_POLICY))
     return common.EXIT_OK
 
 
 def print_systemd_unit(args: argparse.Namespace) -> int:
     """Print the systemd unit with ExecStart naming the console script that will run."""
-    common.setup_logging(common.logging_conf(), args)
+    configure.setup_logging(configure.logging_conf(), args)
     executable = args.executable or console_script()
     if not os.path.isabs(executable):
         raise common.UsageError(f"--executable {executable!r} is not an absolute path")

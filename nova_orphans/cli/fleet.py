@@ -13,7 +13,6 @@ import collections
 import contextlib
 import dataclasses
 import datetime
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from typing import TextIO
 
 from nova_orphans import conf as config
 from nova_orphans import table
-from nova_orphans.cli import common
+from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
@@ -32,7 +31,6 @@ from nova_orphans.fleet.scan import OnProgress, Progress, Scanner, libvirt_scan,
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
-from nova_orphans.record.metrics import FleetMetrics
 
 EXIT_OK, EXIT_ERROR, EXIT_FOUND = common.EXIT_OK, common.EXIT_ERROR, common.EXIT_FOUND
 
@@ -49,70 +47,9 @@ class FleetSettings:
     instances_path: str = DEFAULT_INSTANCES_PATH
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``fleet audit`` to the ``nova-orphans`` sub-commands."""
-    fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
-    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
-    audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
-    common.add_config(audit)
-    audit.add_argument(
-        "--hosts",
-        type=_host_list,
-        help="comma-separated compute hosts (default: every nova-compute host Nova lists)",
-    )
-    audit.add_argument(
-        "--uri-template", help="libvirt URI with {host}, e.g. qemu+tls://{host}/system"
-    )
-    audit.add_argument("--concurrency", type=_positive(int), help="hosts scanned at once")
-    audit.add_argument("--timeout", type=_positive(float), help="seconds per host scan")
-    audit.add_argument(
-        "--reports",
-        metavar="DIR",
-        help="merge the hosts' own reports (every *.json in DIR, or JSON documents on "
-        "stdin with '-') instead of opening each host's libvirt",
-    )
-    audit.add_argument(
-        "--max-age",
-        type=_positive(int),
-        help="with --reports: seconds after which a report is stale "
-        "(default [fleet] report_max_age)",
-    )
-    common.add_format(audit)
-    audit.add_argument(
-        "--metrics-textfile",
-        metavar="PATH",
-        help="also write the result as Prometheus metrics for node-exporter's textfile collector",
-    )
-    audit.set_defaults(handler=handle_audit)
-
-
-def _host_list(value: str) -> tuple[str, ...]:
-    hosts = tuple(dict.fromkeys(h.strip() for h in value.split(",") if h.strip()))
-    if not hosts:
-        raise argparse.ArgumentTypeError("no host names given")
-    return hosts
-
-
-def _positive(kind: Callable[[str], float]) -> Callable[[str], float]:
-    def parse(value: str) -> float:
-        try:
-            number = kind(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
-        # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
-        if not math.isfinite(number):
-            raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
-        return number
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
 def handle_audit(args: argparse.Namespace) -> int:
     """Run ``fleet audit`` as the command line asked; returns the exit code."""
-    conf = common.load_conf(args)
+    conf = configure.load_conf(args)
     if args.reports is not None:
         return handle_reports(conf, args)
     if args.max_age is not None:
@@ -133,6 +70,10 @@ def handle_audit(args: argparse.Namespace) -> int:
 
 def write_metrics(result: FleetReport, path: str) -> None:
     """The fleet audit's result as a node-exporter textfile."""
+    # NOTE: imported here: prometheus_client is loaded only by a fleet audit that writes
+    # metrics (start-up time of the CLI).
+    from nova_orphans.record.metrics import FleetMetrics
+
     metrics = FleetMetrics()
     unreachable = len(result.unreachable)
     metrics.record(

@@ -9,7 +9,6 @@ import datetime
 import json
 import os
 import sys
-import uuid as uuidlib
 from typing import Any
 
 from nova_orphans import conf as config
@@ -17,94 +16,13 @@ from nova_orphans import report, table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
-from nova_orphans.cli import agent as cli_agent
-from nova_orphans.cli import common
+from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
 #: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
 QUARANTINE_WAIT = 60.0
-
-
-def register(commands: Any) -> None:
-    """Add the journal and quarantine sub-commands."""
-    history = commands.add_parser("history", help="what the agent did, newest first")
-    common.add_config(history)
-    history.add_argument("--uuid", type=_uuid, help="only this guest")
-    history.add_argument("--limit", type=_positive_int, default=100, help="newest N (default 100)")
-    common.add_format(history)
-    history.set_defaults(handler=show_history)
-
-    quarantine_cmd = commands.add_parser("quarantine", help="reaped guests kept for restore")
-    sub = quarantine_cmd.add_subparsers(
-        dest="quarantine_command", required=True, parser_class=common.Parser
-    )
-    listing = sub.add_parser("list", help="list quarantined guests")
-    common.add_config(listing)
-    common.add_format(listing)
-    listing.set_defaults(handler=list_quarantine)
-
-    restore = commands.add_parser("restore", help="bring a reaped guest back from quarantine")
-    common.add_config(restore)
-    common.add_host(restore)
-    restore.add_argument("uuid", type=_uuid, metavar="UUID")
-    restore.add_argument("--start", action="store_true", help="start the guest once defined")
-    restore.add_argument(
-        "--force",
-        action="store_true",
-        help="restore (and start) even when Nova runs the server or cannot be asked",
-    )
-    restore.set_defaults(handler=restore_guest)
-
-    release = commands.add_parser(
-        "release", help="let the agent act on a guest on hold again (as a fresh finding)"
-    )
-    common.add_config(release)
-    release.add_argument("uuid", type=_uuid, metavar="UUID")
-    release.set_defaults(handler=release_guest)
-
-    purge = commands.add_parser("purge", help="delete old quarantine entries for good")
-    common.add_config(purge)
-    purge.add_argument("--older-than", type=_days, required=True, metavar="DAYS")
-    purge.add_argument(
-        "--dry-run", action="store_true", help="say what would be purged, delete nothing"
-    )
-    purge.add_argument(
-        "--yes",
-        action="store_true",
-        help="do not ask for confirmation (asked only when standard input is a terminal)",
-    )
-    purge.set_defaults(handler=purge_quarantine)
-
-
-def _uuid(value: str) -> str:
-    try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return number
-
-
-def _days(value: str) -> float:
-    try:
-        days = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
-    if not 0 <= days <= config.MAX_RETENTION_DAYS:  # NOTE: also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"--older-than must be between 0 and {config.MAX_RETENTION_DAYS} days"
-        )
-    return days
 
 
 def _journal(
@@ -115,7 +33,7 @@ def _journal(
     ``history`` needs the journal itself; the quarantine commands also work from the
     quarantine's manifests when the journal is lost, so they need one of the two.
     """
-    conf = common.load_conf(args)
+    conf = configure.load_conf(args)
     paths = config.state_paths(conf)
     found = os.path.isfile(paths.journal) or (
         not journal_required and os.path.isdir(paths.quarantine)
@@ -327,7 +245,7 @@ def _restore(
 
 def release_guest(args: argparse.Namespace) -> int:
     """Release a guest's hold: the agent treats it as a fresh finding again."""
-    path = config.state_paths(common.load_conf(args)).journal
+    path = config.state_paths(configure.load_conf(args)).journal
     released = None
     if os.path.isfile(path):  # NOTE: no journal, no hold: none is created
         journal = Journal(path)
@@ -368,7 +286,11 @@ def purge_quarantine(args: argparse.Namespace) -> int:
     if not (args.dry_run or args.yes) and sys.stdin.isatty() and not _confirmed(due):
         print("nothing purged")
         return common.EXIT_OK
-    effects = cli_agent.build_effects(conf, config.host_settings(conf), paths, args.dry_run)
+    # NOTE: imported here: the agent's module (the daemon, its metrics) is loaded only by
+    # a purge, not by every journal command (start-up time of the CLI).
+    from nova_orphans.cli.agent import build_effects
+
+    effects = build_effects(conf, config.host_settings(conf), paths, args.dry_run)
     try:
         purged = retention.purge_expired(
             effects,

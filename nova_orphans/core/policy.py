@@ -32,6 +32,9 @@ class Step(str, enum.Enum):
 
 #: Seconds to wait for a graceful shutdown before powering a guest off (``[agent] stop_timeout``).
 STOP_TIMEOUT = 60.0
+#: The longest quarantine retention (``[agent] quarantine_retention_days``, ``purge
+#: --older-than``) a date can hold comfortably: a hundred years.
+MAX_RETENTION_DAYS = 36500
 
 
 @dataclasses.dataclass(frozen=True)

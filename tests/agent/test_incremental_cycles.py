@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from nova_orphans import cli
 from nova_orphans.cli import agent as cli_agent
+from nova_orphans.cli import configure
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simhost import unreachable
 from nova_orphans.demo.simnova import Fault
@@ -42,7 +42,7 @@ def test_the_configured_cadence_reaches_the_agent(tmp_path: pathlib.Path) -> Non
     args = argparse.Namespace(
         config_files=[str(conf)], host=None, libvirt_uri="test:///default", dry_run=False
     )
-    agent = cli_agent.build_agent(cli.common.load_conf(args), args, Metrics())
+    agent = cli_agent.build_agent(configure.load_conf(args), args, Metrics())
     try:
         assert agent.full_look_every == 4 and agent.nova_views._full_every == 4
     finally:

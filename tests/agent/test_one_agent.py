@@ -21,6 +21,7 @@ import pytest
 
 from nova_orphans import cli
 from nova_orphans.cli import agent as cli_agent
+from nova_orphans.cli import configure
 from nova_orphans.core.policy import Step
 from nova_orphans.demo import world as demo_world
 from nova_orphans.record.journal import Journal, JournalLocked, lock_path
@@ -68,7 +69,7 @@ def one_cycle(conf_path, demo, when, dry_run=False):
     args = argparse.Namespace(
         config_files=[str(conf_path)], host=None, libvirt_uri=demo.libvirt_uri, dry_run=dry_run
     )
-    agent = cli_agent.build_agent(cli.common.load_conf(args), args, Metrics())
+    agent = cli_agent.build_agent(configure.load_conf(args), args, Metrics())
     agent.clock = lambda: when
     try:
         return agent.cycle()

@@ -13,7 +13,9 @@ from typing import NoReturn
 
 import pytest
 
+from nova_orphans import cli
 from nova_orphans import conf as config
+from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Domain, Kind
 from nova_orphans.demo.simnova import Fault, SimulatedNova
@@ -283,7 +285,7 @@ class RaisingParser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     root = RaisingParser(prog="nova-orphans")
-    fleet_cli.register(
+    commands.register_fleet(
         root.add_subparsers(dest="command", required=True, parser_class=RaisingParser)
     )
     return root
@@ -294,7 +296,7 @@ def test_the_command_line_reads_hosts_template_concurrency_and_timeout() -> None
         ["fleet", "audit", "--hosts", "a, b,a", "--uri-template", "test:///x/{host}.xml",
          "--concurrency", "5", "--timeout", "2.5", "--format", "json"]
     )  # fmt: skip
-    assert args.handler is fleet_cli.handle_audit
+    assert cli.handler(args.handler) is fleet_cli.handle_audit
     conf = config.load([])
     settings = fleet_cli.settings_from(conf, args)
     assert settings.hosts == ("a", "b")

@@ -30,7 +30,7 @@ def test_debug_logs_go_to_stderr_and_the_json_report_stays_alone_on_stdout(capsy
     out, err = capsys.readouterr()
     assert code == cli.EXIT_SHARED_VOLUME
     assert json.loads(out)["findings"]
-    assert " DEBUG nova_orphans.cli.common [-] nova-orphans " in err
+    assert " DEBUG nova_orphans.cli.configure [-] nova-orphans " in err
 
 
 def test_without_debug_a_command_keeps_stderr_quiet(capsys):

@@ -1,0 +1,289 @@
+"""Every sub-command's arguments, and the handler that runs it.
+
+Each sub-command names its handler as ``"module:function"``; ``nova-orphans`` imports
+that module only once the command line chose it.
+
+NOTE: the whole command line is parsed before any handler module is imported, so
+this module imports no library and none of the handlers' modules: a cold
+``nova-orphans audit`` on a compute host (a cron job, the operator's tooling on
+every host) does not pay for the agent, the quarantine, Prometheus or the fleet
+view, and ``--version`` or ``--help`` pay for nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, UsageError
+
+#: The handler modules, each imported only when one of its sub-commands runs.
+AUDIT = "nova_orphans.cli.audit"
+AGENT = "nova_orphans.cli.agent"
+JOURNAL = "nova_orphans.cli.journal"
+FLEET = "nova_orphans.cli.fleet"
+FILES = "nova_orphans.cli.files"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line and exit 2 through ``main``."""
+
+    def error(self, message: str) -> NoReturn:
+        # One line, not argparse's usage dump: operators grep logs.
+        raise UsageError(message)
+
+
+def register(commands: Any) -> None:
+    """Add every sub-command to the ``nova-orphans`` sub-parsers ``commands``."""
+    for family in (register_audit, register_agent, register_journal, register_fleet,
+                   register_files):  # fmt: skip
+        family(commands)
+
+
+def handles(parser: argparse.ArgumentParser, module: str, function: str) -> None:
+    """``parser``'s sub-command runs ``module.function(args)``, imported when it runs."""
+    parser.set_defaults(handler=f"{module}:{function}")
+
+
+def add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug``: log at DEBUG level (oslo.log's ``[DEFAULT] debug``)."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="log at DEBUG level (as [DEFAULT] debug = true); secrets are never logged",
+    )
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    """``--config-file`` (repeatable) and ``--debug``."""
+    add_debug(parser)
+    parser.add_argument(
+        "--config-file",
+        action="append",
+        dest="config_files",
+        metavar="FILE",
+        help=f"config file (default {DEFAULT_CONFIG_FILE} if it exists)",
+    )
+
+
+def add_host(parser: argparse.ArgumentParser) -> None:
+    """``--host`` and ``--libvirt-uri`` overrides."""
+    parser.add_argument("--host", help="compute host name as Nova knows it")
+    parser.add_argument("--libvirt-uri", help="libvirt connection URI of the host")
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    """``--format table|json`` and ``--wide``."""
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="tables with every column and the whole reason (default: they fit 100 columns)",
+    )
+
+
+def register_audit(commands: Any) -> None:
+    """``audit`` and ``demo``: observe and classify one host; change nothing."""
+    audit = commands.add_parser("audit", help="report orphan guests on this host; changes nothing")
+    add_config(audit)
+    add_host(audit)
+    add_format(audit)
+    handles(audit, AUDIT, "run_audit")
+    demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
+    add_debug(demo)
+    add_format(demo)
+    handles(demo, AUDIT, "run_demo")
+
+
+def register_agent(commands: Any) -> None:
+    """``run``: the periodic agent (or one cycle with ``--once``)."""
+    run = commands.add_parser("run", help="the agent: find orphans and act as configured")
+    add_config(run)
+    add_host(run)
+    run.add_argument("--once", action="store_true", help="one cycle, then exit (0/3/4/1)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide and journal (in the dry runs' own journal), change nothing, export no "
+        "metrics (overrides the config)",
+    )
+    handles(run, AGENT, "run_agent")
+
+
+def register_journal(commands: Any) -> None:
+    """``history``, ``quarantine list``, ``restore``, ``release`` and ``purge``."""
+    history = commands.add_parser("history", help="what the agent did, newest first")
+    add_config(history)
+    history.add_argument("--uuid", type=uuid, help="only this guest")
+    history.add_argument("--limit", type=positive_int, default=100, help="newest N (default 100)")
+    add_format(history)
+    handles(history, JOURNAL, "show_history")
+
+    quarantine_cmd = commands.add_parser("quarantine", help="reaped guests kept for restore")
+    sub = quarantine_cmd.add_subparsers(
+        dest="quarantine_command", required=True, parser_class=Parser
+    )
+    listing = sub.add_parser("list", help="list quarantined guests")
+    add_config(listing)
+    add_format(listing)
+    handles(listing, JOURNAL, "list_quarantine")
+
+    restore = commands.add_parser("restore", help="bring a reaped guest back from quarantine")
+    add_config(restore)
+    add_host(restore)
+    restore.add_argument("uuid", type=uuid, metavar="UUID")
+    restore.add_argument("--start", action="store_true", help="start the guest once defined")
+    restore.add_argument(
+        "--force",
+        action="store_true",
+        help="restore (and start) even when Nova runs the server or cannot be asked",
+    )
+    handles(restore, JOURNAL, "restore_guest")
+
+    release = commands.add_parser(
+        "release", help="let the agent act on a guest on hold again (as a fresh finding)"
+    )
+    add_config(release)
+    release.add_argument("uuid", type=uuid, metavar="UUID")
+    handles(release, JOURNAL, "release_guest")
+
+    purge = commands.add_parser("purge", help="delete old quarantine entries for good")
+    add_config(purge)
+    purge.add_argument("--older-than", type=days, required=True, metavar="DAYS")
+    purge.add_argument(
+        "--dry-run", action="store_true", help="say what would be purged, delete nothing"
+    )
+    purge.add_argument(
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (asked only when standard input is a terminal)",
+    )
+    handles(purge, JOURNAL, "purge_quarantine")
+
+
+def register_fleet(commands: Any) -> None:
+    """``fleet audit``: many compute hosts at once."""
+    fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
+    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
+    audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
+    add_config(audit)
+    audit.add_argument(
+        "--hosts",
+        type=host_list,
+        help="comma-separated compute hosts (default: every nova-compute host Nova lists)",
+    )
+    audit.add_argument(
+        "--uri-template", help="libvirt URI with {host}, e.g. qemu+tls://{host}/system"
+    )
+    audit.add_argument("--concurrency", type=positive(int), help="hosts scanned at once")
+    audit.add_argument("--timeout", type=positive(float), help="seconds per host scan")
+    audit.add_argument(
+        "--reports",
+        metavar="DIR",
+        help="merge the hosts' own reports (every *.json in DIR, or JSON documents on "
+        "stdin with '-') instead of opening each host's libvirt",
+    )
+    audit.add_argument(
+        "--max-age",
+        type=positive(int),
+        help="with --reports: seconds after which a report is stale "
+        "(default [fleet] report_max_age)",
+    )
+    add_format(audit)
+    audit.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="also write the result as Prometheus metrics for node-exporter's textfile collector",
+    )
+    handles(audit, FLEET, "handle_audit")
+
+
+def register_files(commands: Any) -> None:
+    """``sample-config``, ``systemd-unit`` and ``nova-policy``: the files the package ships."""
+    sample = commands.add_parser(
+        "sample-config", help="print the sample configuration (every option, with its help)"
+    )
+    add_debug(sample)
+    handles(sample, FILES, "print_sample_config")
+    unit = commands.add_parser(
+        "systemd-unit", help="print the systemd unit, ExecStart naming this installation"
+    )
+    add_debug(unit)
+    unit.add_argument(
+        "--executable",
+        metavar="PATH",
+        help="absolute path of the nova-orphans script to run (default: this one)",
+    )
+    handles(unit, FILES, "print_systemd_unit")
+    policy = commands.add_parser(
+        "nova-policy",
+        help="print the Nova policy rules for least-privilege credentials "
+        "(role nova-orphans-reader; for nova-api's policy.d)",
+    )
+    add_debug(policy)
+    handles(policy, FILES, "print_nova_policy")
+
+
+def uuid(value: str) -> str:
+    """A guest's UUID, in Nova's form."""
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
+
+
+def positive_int(value: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
+
+
+def days(value: str) -> float:
+    """A number of days a quarantine entry may be kept."""
+    # NOTE: imported here, not at the top: only ``purge`` pays for the pure core.
+    from nova_orphans.core.policy import MAX_RETENTION_DAYS
+
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
+    if not 0 <= number <= MAX_RETENTION_DAYS:  # NOTE: also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"--older-than must be between 0 and {MAX_RETENTION_DAYS} days"
+        )
+    return number
+
+
+def host_list(value: str) -> tuple[str, ...]:
+    """Comma-separated host names, each once, in their order."""
+    hosts = tuple(dict.fromkeys(h.strip() for h in value.split(",") if h.strip()))
+    if not hosts:
+        raise argparse.ArgumentTypeError("no host names given")
+    return hosts
+
+
+def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
+    """A finite number of ``kind`` greater than 0."""
+
+    def parse(value: str) -> float:
+        try:
+            number = kind(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+        # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
+        return number
+
+    parse.__name__ = kind.__name__
+    return parse

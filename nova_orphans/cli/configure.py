@@ -1,0 +1,74 @@
+"""Set a sub-command up: load its configuration strictly and start oslo.log from it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as oslo_log
+
+from nova_orphans import conf as config
+from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, one_line
+from nova_orphans.version import tool_version
+
+LOG = logging.getLogger(__name__)
+
+
+def load_conf(args: argparse.Namespace, agent: bool = False) -> cfg.ConfigOpts:
+    """Load the config files named on the command line (or the default one if it exists),
+    then set up logging from it (``agent``: the agent's, whose work is logging)."""
+    files = args.config_files or (
+        [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
+    )
+    conf = config.load(files)
+    setup_logging(conf, args, agent)
+    return conf
+
+
+def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = False) -> None:
+    """oslo.log from ``conf`` and ``--debug``, as every OpenStack service sets it up.
+
+    The agent logs at INFO; the other commands print their result and show only
+    warnings on stderr unless ``--debug`` (a log file still gets everything).
+
+    NOTE: with no log destination configured, oslo.log would log to stdout, where
+    the reports and JSON go: the tool logs to stderr instead. A log file or
+    directory that cannot be opened is a config error (one line, exit 2).
+    """
+    if getattr(args, "debug", False):
+        conf.set_override("debug", True)
+    if not (conf.log_file or conf.log_config_append or conf.use_journal or conf.use_syslog):
+        conf.set_override("use_stderr", True)
+    try:
+        oslo_log.setup(conf, "nova-orphans", version=tool_version())
+    except OSError as exc:
+        raise config.ConfigError(
+            f"[DEFAULT] log_file {exc.filename or conf.log_file}: {exc.strerror or exc}"
+        ) from exc
+    except oslo_log.LogConfigError as exc:
+        raise config.ConfigError(f"[DEFAULT] log_config_append: {one_line(exc)}") from exc
+    LOG.debug("nova-orphans %s, config files: %s", tool_version(), conf.config_file or "none")
+    if not agent and not conf.debug:
+        for handler in logging.getLogger().handlers:
+            if getattr(handler, "stream", None) is sys.stderr:
+                handler.setLevel(logging.WARNING)
+                handler.addFilter(_ours_or_errors)
+
+
+def _ours_or_errors(record: logging.LogRecord) -> bool:
+    """On a command's stderr: our warnings, and only errors from the libraries.
+
+    NOTE: e.g. keystoneauth warns before the failure we report anyway, in one line.
+    """
+    return record.name.startswith("nova_orphans") or record.levelno >= logging.ERROR
+
+
+def logging_conf() -> cfg.ConfigOpts:
+    """oslo.log's options alone, at their defaults: for commands that read no config."""
+    conf = cfg.ConfigOpts()
+    oslo_log.register_options(conf)
+    conf(args=[], default_config_files=[], default_config_dirs=[])
+    return conf
