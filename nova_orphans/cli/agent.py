@@ -22,7 +22,7 @@ from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.metrics import Metrics
 
@@ -101,7 +101,9 @@ def build_agent(
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)
     transport = transport_from_conf(conf)
-    nova = NovaObserver(agent_loop.MeteredTransport(transport, metrics))
+    nova = NovaObserver(
+        agent_loop.MeteredTransport(transport, metrics), lookups_at_once=LOOKUPS_AT_ONCE
+    )
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     # NOTE: the lock comes before the journal is read or written: a second agent

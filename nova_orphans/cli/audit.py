@@ -15,7 +15,7 @@ from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransport
 from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
@@ -58,7 +58,7 @@ def run_audit(args: argparse.Namespace) -> int:
         conf, host=args.host, libvirt_uri=args.libvirt_uri, check_uri=True
     )
     transport = transport_from_conf(conf)
-    nova = NovaObserver(transport)
+    nova = NovaObserver(transport, lookups_at_once=LOOKUPS_AT_ONCE)
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
         result = pipeline.audit(
             hypervisor,

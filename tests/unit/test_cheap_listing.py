@@ -17,8 +17,8 @@ import pytest
 
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata, NovaView, Selector
-from nova_orphans.demo.simnova import SimulatedNova
-from nova_orphans.observe.errors import NovaBadAnswer
+from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.observe.errors import NovaBadAnswer, NovaError
 from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver
 from tests.nova_reference import reference_observe
 
@@ -230,6 +230,31 @@ def test_random_worlds_small_pages_and_bulk_paths_give_the_same_findings(seed: i
     sim, domains = world(cases, max_limit=rng.choice([1000, 7, 3]))
     before, cheap = findings_both_ways(sim, domains, page_size=rng.choice([1000, 5]))
     assert cheap == before
+
+
+# --- lookups in flight at once ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_lookups_kept_in_flight_give_the_view_of_lookups_one_by_one(seed: int) -> None:
+    rng = random.Random(seed)
+    sim, domains = world([rng.choice(CASES) for _ in range(rng.randint(5, 40))])
+    uuids = [d.uuid for d in domains]
+    one_by_one = NovaObserver(sim, retry=lambda call: call()).observe(HOST, uuids)
+    sim.log.clear()
+    at_once = NovaObserver(sim, retry=lambda call: call(), lookups_at_once=4).observe(HOST, uuids)
+    assert at_once == one_by_one
+    lookups = [a for a in sim.log if a.startswith("/servers/detail?") and "uuid=" in a]
+    assert len(lookups) == len(set(lookups))  # each asked once
+
+
+def test_one_failed_lookup_among_many_in_flight_fails_the_whole_look() -> None:
+    """Fail closed (docs/design.md rule 3): no view from the lookups that did answer."""
+    sim, domains = world([managed] * 3 + [lost, evacuated, archived, evacuated])
+    sim.inject(Fault.SERVER_ERROR, path="/servers/detail")
+    observer = NovaObserver(sim, retry=lambda call: call(), lookups_at_once=4)
+    with pytest.raises(NovaError):
+        observer.observe(HOST, [d.uuid for d in domains])
 
 
 # --- what it costs --------------------------------------------------------------------------
