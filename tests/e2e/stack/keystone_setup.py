@@ -5,9 +5,10 @@ the stack's nova venv python: ``keystone_setup.py STATE ADMIN_PASSWORD SERVICE_P
 
 - Services and public endpoints (RegionOne) for compute, placement, image, network and
   block-storage.
-- Project ``service`` and the service user ``nova`` with the ``admin`` role there: every
-  service of the stack uses it (keystonemiddleware, and their calls to each other). One user
-  for all: each Keystone call costs about half a second on a busy 2-core machine.
+- Project ``service`` and the service user ``nova`` with the roles ``admin`` and ``service``
+  there: every service of the stack uses it (keystonemiddleware, and their calls to each
+  other). One user for all: each Keystone call costs about half a second on a busy 2-core
+  machine.
 - The least-privilege setup of the README: role ``nova-orphans-reader`` and user
   ``nova-orphans`` (project ``service``) holding that role and nothing else.
 
@@ -72,6 +73,8 @@ def main():
     t0 = time.monotonic()
     ks = Keystone(admin_password)
     admin_role = ks.find("role", "admin")
+    # keystone-manage bootstrap makes the roles admin, manager, member, reader and service.
+    service_role = ks.find("role", "service")
     service = ks.create("project", {"name": "service", "domain_id": "default"})
 
     def catalog(service_type):
@@ -87,6 +90,13 @@ def main():
             "user", {"name": SERVICE_USER, "password": service_password, "domain_id": "default"}
         )
         ks.grant(service["id"], user["id"], admin_role["id"])
+        # NOTE: nova-api calls Neutron, Cinder and Placement with the user's token plus its
+        # own as X-Service-Token; their keystonemiddleware ([keystone_authtoken]
+        # service_token_roles_required, True by default in the stack's keystonemiddleware
+        # 13) rejects the pair with 401 unless that service token has the role "service",
+        # and Nova hands the 401 on to its caller: every GET /servers/detail that lists a
+        # server (Nova asks Neutron for its security groups) failed for Keystone users.
+        ks.grant(service["id"], user["id"], service_role["id"])
 
     def reader_user():
         role = ks.create("role", {"name": READER_ROLE})

@@ -31,9 +31,12 @@ KEYSTONE=http://127.0.0.1:5000
 # Passwords of the stack's Keystone users (a private test stack on 127.0.0.1).
 ADMIN_PASSWORD=stack-admin
 SERVICE_PASSWORD=stack-service
-# nova-api enforces the policy file nova-orphans ships (the least-privilege setup).
+# nova-api enforces the policy file nova-orphans ships (the least-privilege setup): a copy
+# taken at start, in $ETC.
 NOVA_POLICY=$REPO/nova_orphans/data/nova-policy.yaml
 ETC=$STATE/etc
+# The stack's own Python pieces the APIs load (fake_auth.py, wsgi_app.py): a copy taken at start.
+LIB=$STATE/lib
 LOG=$STATE/log
 RUN=$STATE/run
 MYSQL_PORT=${STACK_MYSQL_PORT:-13306}
@@ -135,8 +138,13 @@ service_auth() {  # keystoneauth password options of the stack's one service use
         "project_domain_name = Default"
 }
 write_configs() {
-    mkdir -p "$ETC" "$LOG" "$RUN" "$STATE/bin" "$STATE/glance/images" "$STATE/glance/staging" \
+    mkdir -p "$ETC" "$LOG" "$RUN" "$LIB" "$STATE/bin" "$STATE/glance/images" "$STATE/glance/staging" \
         "$STATE/glance/tasks"
+    # NOTE: the running stack must not depend on the checkout that started it: another
+    # checkout's svc-start would load its own fake_auth.py, and a removed checkout would take
+    # nova-api's policy file with it.
+    cp "$HERE/fake_auth.py" "$HERE/wsgi_app.py" "$LIB/"
+    cp "$NOVA_POLICY" "$ETC/nova-policy.yaml"
     printf '#!/bin/sh\n# test shim: the stack runs as root, there is no sudo here\nexec "$@"\n' \
         >"$STATE/bin/sudo"
     chmod +x "$STATE/bin/sudo"
@@ -217,7 +225,7 @@ ovsdb_connection = tcp:127.0.0.1:1
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
-policy_file = $NOVA_POLICY
+policy_file = $ETC/nova-policy.yaml
 policy_dirs = $ETC/nova-policy.d
 EOF
     mkdir -p "$ETC/nova-policy.d"
@@ -502,9 +510,11 @@ start_compute() {  # host
 # which deployments put in front of the APIs, accept such lines. With the default, every detail
 # listing of more than about 70 servers failed with HTTP 500.
 wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
+    local lib=$LIB
+    [ -f "$lib/wsgi_app.py" ] || lib=$HERE  # a stack started before $LIB existed
     daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers 1 --threads "$4" --timeout 120 \
         --limit-request-line 0 \
-        --graceful-timeout 3 --name "$1" --pythonpath "$HERE" wsgi_app:application
+        --graceful-timeout 3 --name "$1" --pythonpath "$lib" wsgi_app:application
 }
 start_service() {  # name
     case "$1" in
