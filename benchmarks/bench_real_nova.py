@@ -358,12 +358,23 @@ class Planted:
         ]  # fmt: skip
 
 
-def plant(nova: harness.Nova, size: int, percent: float, batch: int) -> Planted:
-    """Create ``size`` servers on HOST and ``percent`` % orphans of each kind."""
-    orphans = max(1, round(size * percent / 100))
+def plant(
+    nova: harness.Nova, size: int, percent: float, batch: int, reuse: bool = False
+) -> Planted:
+    """Create ``size`` servers on HOST and ``percent`` % orphans of each kind.
+
+    ``reuse``: the ACTIVE servers an interrupted run left on HOST are the managed
+    ones, however many (``size`` is then their count).
+    """
     t0 = time.monotonic()
-    managed = create_servers(nova, HOST, size, f"{NAME}-{size}-managed", batch)
+    if reuse:
+        wait_built(nova, f"^{NAME}-")
+        managed = [s["id"] for s in listing(nova, name=f"^{NAME}-.*-managed-", status="ACTIVE")]
+        size = len(managed)
+    else:
+        managed = create_servers(nova, HOST, size, f"{NAME}-{size}-managed", batch)
     say(f"{len(managed)} servers ACTIVE on {HOST} in {time.monotonic() - t0:.0f} s")
+    orphans = max(1, round(size * percent / 100))
     deleted = create_servers(nova, HOST, orphans, f"{NAME}-{size}-deleted", batch)
     delete_servers(nova, deleted)
     misplaced = create_servers(nova, ELSEWHERE, orphans, f"{NAME}-{size}-misplaced", batch)
@@ -680,7 +691,8 @@ def run_size(
 ) -> tuple[dict[str, list[Run]], Planted, dict[str, float] | None]:
     """Plant one size, measure it, profile it; the servers are deleted whatever happens."""
     try:
-        planted = plant(nova, size, args.orphan_percent, args.batch)
+        planted = plant(nova, size, args.orphan_percent, args.batch, args.reuse)
+        size = len(planted.managed)
         uri = worlds.write_world(tmp, planted.domains(), name=f"{HOST}-{size}.xml")
         conf = harness.write_cli_config(
             tmp / f"bench-{size}.conf", host=HOST, libvirt_uri=uri, token=TOKEN
@@ -704,6 +716,14 @@ def main() -> None:
     parser.add_argument("--calibrate", action="store_true", help=f"write {DEFAULT_PATH.name}")
     parser.add_argument("--costs-out", type=pathlib.Path, default=DEFAULT_PATH)
     parser.add_argument("--profile", action="store_true", help="profile one audit per size")
+    parser.add_argument(
+        "--reuse", action="store_true",
+        help="measure the servers an interrupted run left on host1 (one size: their count)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--lock-held", action="store_true",
+        help="another process holds the e2e session lock for this run (a stopped earlier run)",
+    )  # fmt: skip
     args = parser.parse_args()
     # NOTE: a fresh child imports the code checked out here, whatever the venv installed.
     root = str(pathlib.Path(__file__).resolve().parents[1])
@@ -712,7 +732,8 @@ def main() -> None:
     nova = harness.Nova(token=TOKEN)
     samples: list[Sample] = []
     measured: list[int] = []
-    with e2e_session_lock(args.lock_wait), tempfile.TemporaryDirectory() as directory:
+    held = contextlib.nullcontext() if args.lock_held else e2e_session_lock(args.lock_wait)
+    with held, tempfile.TemporaryDirectory() as directory:
         # NOTE: asked under the lock (a restart of the stack holds it too); started here
         # when down, as an e2e session would, and left running for the others. The API
         # is asked, not stack.sh status: a stack started by newer scripts has other pieces.
@@ -726,10 +747,12 @@ def main() -> None:
         print(f"{about['nova']}; {about['machine']}", flush=True)
         restore_quotas = raise_quotas(nova)
         try:
-            remove_everything(nova)
+            if not args.reuse:
+                remove_everything(nova)
             archive()
             for size in args.sizes:
                 results, planted, profile = run_size(nova, size, args, pathlib.Path(directory))
+                size = len(planted.managed)  # --reuse: the servers found
                 print_table(size, results, planted)
                 archive()
                 if profile:
