@@ -49,8 +49,8 @@ from nova_orphans import pipeline
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver, Transport, parse_server
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
 from tests import worlds
+from tests.nova_reference import live_servers
 
 HOST = "bench-1"
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -139,7 +139,7 @@ def per_domain(observer: LibvirtObserver, transport: Transport, host: str = HOST
 def full_listing(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
     """List every server of the cloud, then compare with the domains."""
     domains = observer.list_domains()
-    servers = FleetNovaObserver(transport, retry=once).live_servers()
+    servers = live_servers(NovaObserver(transport, retry=once))
     return sum(1 for d in domains if d.uuid not in servers or servers[d.uuid].host != host)
 
 

@@ -22,6 +22,7 @@ import collections
 import datetime
 import enum
 import re
+import threading
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
@@ -73,11 +74,20 @@ class SimulatedNova:
         self.down_cells: set[str] = set()
         self.allow_all_filters = True
         self.date: datetime.datetime | None = None
+        self._answering = threading.Lock()
 
     # -- the Transport contract ------------------------------------------------
 
     def get(self, path: str) -> tuple[int, Any]:
-        """Answer ``GET path`` like Nova would; see ``Transport.get``."""
+        """Answer ``GET path`` like Nova would; see ``Transport.get``.
+
+        NOTE: one request at a time (a fleet asks from several threads): the
+        counters, the log and the paging state stay consistent.
+        """
+        with self._answering:
+            return self._answer(path)
+
+    def _answer(self, path: str) -> tuple[int, Any]:
         route, _, query_string = path.partition("?")
         endpoint, handler = self._route(route)
         self.requests[endpoint] += 1
