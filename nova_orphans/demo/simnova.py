@@ -165,11 +165,14 @@ class SimulatedNova:
             # every filter a user may not use is dropped silently.
             query = {k: v for k, v in query.items() if k in views.USER_SERVER_QUERY | views.PAGING}
         detail = route == "/servers/detail"
-        # NOTE: Nova's instances table is indexed by uuid; scanning every row for a
-        # uuid= lookup would charge the simulator's slowness to its callers.
+        # NOTE: Nova's instances table is indexed by uuid and by host; checking every
+        # filter on every row for a uuid= lookup or a host= listing would charge the
+        # simulator's slowness to its callers.
         candidates = (
             [self.servers[query["uuid"]]] if query.get("uuid") in self.servers
-            else [] if "uuid" in query else self.servers.values()
+            else [] if "uuid" in query
+            else [s for s in self.servers.values() if s.host == query["host"]] if "host" in query
+            else self.servers.values()
         )  # fmt: skip
         rows = [s for s in candidates if views.server_matches(s, query)]
         up = [s for s in rows if s.cell not in self.down_cells]
