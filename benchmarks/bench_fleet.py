@@ -44,6 +44,7 @@ from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
 from nova_orphans import report as audit_report
+from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind
@@ -51,7 +52,7 @@ from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.fleet import reports as fleet_reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
-from nova_orphans.fleet.scan import HostScan, scan_hosts
+from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import NOVA_CONCURRENCY, FleetNovaObserver
@@ -106,18 +107,29 @@ class Row:
 def ours(
     nova: SimulatedNova, template: str, model: CostModel, concurrency: int, workers: int
 ) -> tuple[Row, FleetReport, tuple[HostScan, ...]]:
-    """One fleet audit as ``fleet_cli.run_audit`` runs it, timed by phase; its report and scans."""
+    """One ``fleet_cli.run_audit``: its requests, seconds until the last scan ended, seconds
+    after it (Nova; the host listings overlap the scans), its report and its scans."""
+    settings = fleet_cli.FleetSettings(None, template, concurrency, 600.0)
     transport = Latent(nova, model, workers)
-    observer = FleetNovaObserver(transport, retry=once)
+    scanned: list[float] = []
+    seen: dict[str, tuple[Domain, ...]] = {}
+
+    def scanner(uri: str) -> tuple[Domain, ...]:
+        seen[uri] = libvirt_scan(uri)
+        return seen[uri]
+
+    def progress(where: Progress) -> None:
+        if where.done == where.total and not scanned:
+            scanned.append(time.perf_counter())
+
     before = nova.request_count
     start = time.perf_counter()
-    known = observer.compute_hosts()
-    scans = scan_hosts(known, template, concurrency=concurrency, timeout=600.0)
-    scanned = time.perf_counter()
-    report = fleet_audit(scans, observer, known, NOW)
+    report = fleet_cli.run_audit(settings, transport, NOW, scanner, retry=once, progress=progress)
     done = time.perf_counter()
-    row = Row(nova.request_count - before, scanned - start, done - scanned, transport.simulated)
-    return row, report, tuple(scans)
+    row = Row(nova.request_count - before, scanned[0] - start, done - scanned[0],
+              transport.simulated)  # fmt: skip
+    scans = tuple(HostScan(h.host, h.uri, seen.get(h.uri), h.error) for h in report.hosts)
+    return row, report, scans
 
 
 def nova_side(

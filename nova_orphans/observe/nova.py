@@ -142,7 +142,16 @@ class NovaObserver:
         finding: each domain not in it, each server in it without a domain here,
         and each of ``details_for`` (see the module docstring).
         """
-        servers_here = self.summaries_on_host(host)
+        return self.explain_listing(host, domains, self.summaries_on_host(host), details_for)
+
+    def explain_listing(
+        self,
+        host: str,
+        domains: set[str] | frozenset[str],
+        servers_here: dict[str, Server],
+        details_for: Iterable[str] = (),
+    ) -> tuple[dict[str, Server], dict[str, Server | None]]:
+        """``explain_host`` for the host's plain listing ``servers_here``, already asked."""
         wanted = (servers_here.keys() - domains) | (set(details_for) & servers_here.keys())
         if len(wanted) >= max(BULK_LOOKUP_FROM, len(servers_here) // DETAIL_LISTING_SHARE):
             # NOTE: many servers without a domain here (a libvirt that lost its

@@ -2,7 +2,9 @@
 
 Each host is asked about exactly as a single host's audit asks (``NovaObserver.
 explain_host``: the host's plain listing, details only where they can change a
-finding), the hosts ``concurrency`` at a time over the same session, then:
+finding), at most ``concurrency`` requests at a time over the same session. A
+host's plain listing may start as soon as its libvirt scan ends
+(``list_host_soon``: the scans and the listings overlap); then:
 
 - one lookup per UUID however many hosts need it (a split-brain pair, a
   duplicate, a deleted guest defined on two hosts);
@@ -56,7 +58,10 @@ class FleetNovaObserver(NovaObserver):
         self.concurrency = concurrency
         self.requests_made = 0
         self._lock = threading.Lock()
+        self._in_flight = threading.BoundedSemaphore(concurrency)
         self._lookups: dict[str, concurrent.futures.Future[Server | None]] = {}
+        self._listings: dict[str, concurrent.futures.Future[dict[str, Server]]] = {}
+        self._listing_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def compute_hosts(self) -> tuple[str, ...]:
         """Hosts that run a nova-compute service, sorted (``GET /os-services``).
@@ -82,16 +87,50 @@ class FleetNovaObserver(NovaObserver):
 
         def one(host: str) -> NovaView:
             domains = frozenset(domains_by_host[host])
-            servers, lookups = self.explain_host(host, domains, details_for.get(host, ()))
+            servers, lookups = self.explain_listing(
+                host, domains, self._listing_of(host), details_for.get(host, ())
+            )
             migrations = self.migrations_needed(host, servers, lookups, domains)
             return NovaView(host, servers, lookups, migrations)
 
-        views = self.in_parallel(one, sorted(domains_by_host))
+        try:
+            views = self.in_parallel(one, sorted(domains_by_host))
+        finally:
+            self._stop_listings()
         self.prove_admin_filters()
         # NOTE: the host listings skip a cell Nova cannot reach, and "no record"
         # needs every cell: every cell's services, after every listing (rule 17).
         self.require_cells_answer()
         return {view.host: view for view in views}
+
+    def list_host_soon(self, host: str) -> None:
+        """Start ``host``'s plain listing in the background, for ``host_views`` to use.
+
+        NOTE: called when the host's scan has ended, so the listing is never
+        older than the domains it is compared with.
+        """
+        with self._lock:
+            if host in self._listings:
+                return
+            if self._listing_pool is None:
+                self._listing_pool = concurrent.futures.ThreadPoolExecutor(
+                    self.concurrency, "nova-list"
+                )
+            self._listings[host] = self._listing_pool.submit(self.summaries_on_host, host)
+
+    def _listing_of(self, host: str) -> dict[str, Server]:
+        """The host's plain listing: the one started for it, or asked now."""
+        with self._lock:
+            started = self._listings.pop(host, None)
+        return self.summaries_on_host(host) if started is None else started.result()
+
+    def _stop_listings(self) -> None:
+        """Drop the listings no view used (hosts not asked about, or after an error)."""
+        with self._lock:
+            pool, self._listing_pool = self._listing_pool, None
+            self._listings.clear()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def in_parallel(self, work: Callable[[_In], _Out], items: Iterable[_In]) -> list[_Out]:
         """``work`` on each item, ``concurrency`` at a time; the first error is raised.
@@ -127,4 +166,5 @@ class FleetNovaObserver(NovaObserver):
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         with self._lock:
             self.requests_made += 1
-        return super()._get(request, missing_ok)
+        with self._in_flight:
+            return super()._get(request, missing_ok)

@@ -348,3 +348,25 @@ def test_hosts_are_ranked_by_the_memory_their_untracked_guests_hold(tmp_path: pa
     table = render.render_table(result).splitlines()
     ranked = [line.split(":")[0].strip() for line in table if line.startswith("  cmp-")]
     assert ranked == ["cmp-2", "cmp-1"]
+
+
+def test_a_hosts_listing_starts_when_its_scan_ends_while_other_scans_go_on(fleet: Fleet) -> None:
+    """cmp-2's scan ends only once Nova was asked for cmp-1's plain listing (the scans and
+    the listings overlap), and no listing of cmp-2 is asked before its own scan ended."""
+    listed = threading.Event()
+    cmp1 = "/servers?all_tenants=1&host=cmp-1"
+    fleet.nova.fault_hook = lambda path: listed.set() if path.startswith(cmp1) else None
+    asked_when_scanned: list[int] = []
+
+    def scanner(uri: str) -> Sequence[Domain]:
+        if "cmp-2" in uri:
+            assert listed.wait(10), "cmp-1's listing was not asked while cmp-2 was scanned"
+            asked_when_scanned.append(len(fleet.nova.log))
+        return libvirt_scan(uri)
+
+    result = fleet.audit(scanner=scanner)
+    assert not result.unreachable
+    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    before_scan_end = fleet.nova.log[: asked_when_scanned[0]]
+    assert not any("host=cmp-2" in p for p in before_scan_end)
+    assert sum(p.startswith("/servers?all_tenants=1&host=cmp-2") for p in fleet.nova.log) == 1
