@@ -260,7 +260,7 @@ def main() -> None:
     add_model_options(parser)
     parser.add_argument("--concurrency", type=int, default=8, help="hosts scanned at once")
     parser.add_argument(
-        "--nova-workers", type=int, nargs="+", default=[NOVA_CONCURRENCY, 1],
+        "--nova-workers", type=int, nargs="+", default=[NOVA_CONCURRENCY, 4, 1],
         help="requests Nova's API serves at once (ours is measured with each)",
     )  # fmt: skip
     parser.add_argument("--reports", type=int, metavar="HOSTS", default=1_000,
