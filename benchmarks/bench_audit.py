@@ -49,8 +49,8 @@ from nova_orphans import pipeline
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver, Transport, parse_server
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
 from tests import worlds
+from tests.nova_reference import live_servers
 
 HOST = "bench-1"
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -67,18 +67,30 @@ def once(call: Callable[[], Any]) -> Any:
 
 class Latent:
     """A transport that answers from the simulated Nova, then waits what ``model`` says a
-    real Nova's answer costs its caller (per endpoint: per request + per record returned)."""
+    real Nova's answer costs its caller (per endpoint: per request + per record returned).
 
-    def __init__(self, nova: SimulatedNova, model: CostModel) -> None:
+    ``workers``: how many requests Nova's API serves at once (None: as many as asked); a
+    request beyond them waits for one to be free, as it would for nova-api's workers."""
+
+    def __init__(self, nova: SimulatedNova, model: CostModel, workers: int | None = None) -> None:
         self.nova, self.model = nova, model
         #: Seconds spent inside the simulator itself (its O(rows) filters, not a real Nova's).
         self.simulated = 0.0
+        self._workers = threading.BoundedSemaphore(workers) if workers else None
+        self._lock = threading.Lock()
 
     def get(self, path: str) -> tuple[int, Any]:
         """Answer from the simulated Nova, then wait the modelled cost of that answer."""
+        if self._workers is None:
+            return self._answer(path)
+        with self._workers:
+            return self._answer(path)
+
+    def _answer(self, path: str) -> tuple[int, Any]:
         start = time.perf_counter()
         status, body = self.nova.get(path)
-        self.simulated += time.perf_counter() - start
+        with self._lock:
+            self.simulated += time.perf_counter() - start
         charge = self.model.cost(path, records_in(body))
         if charge > 0:
             time.sleep(charge)
@@ -139,7 +151,7 @@ def per_domain(observer: LibvirtObserver, transport: Transport, host: str = HOST
 def full_listing(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
     """List every server of the cloud, then compare with the domains."""
     domains = observer.list_domains()
-    servers = FleetNovaObserver(transport, retry=once).live_servers()
+    servers = live_servers(NovaObserver(transport, retry=once))
     return sum(1 for d in domains if d.uuid not in servers or servers[d.uuid].host != host)
 
 

@@ -1,23 +1,28 @@
-"""Benchmark: the fleet audit against per-host peer approaches, on the same simulated fleet.
-
-Also (``--reports``) the report-based fleet audit: 1,000 per-host reports of 50
-domains each, rendered by the real ``audit --format json`` renderer, read from a
-directory and merged with Nova's host list (target: <= 10 s).
+"""Benchmark: the fleet audit's Nova side against the detail listing it replaced, and peers.
 
 For 100 and 1,000 hosts x 50 domains (one libvirt test:/// node file per host,
 one simulated Nova for the cloud; every 10th host has one deleted guest and one
 guest runs on two hosts) it measures Nova requests and wall time of:
 
-- ours: ``fleet audit`` (parallel scans, one paged listing for the fleet);
-- per-domain GET and full listing per host (``bench_audit``'s peers) run host
-  after host. Their request counts are exact; their wall time is measured on a
-  sample of hosts and scaled to the fleet (a full listing per host costs the
-  simulator seconds per host at 1,000 hosts).
+- ours: ``fleet audit`` (parallel scans; each host's plain listing as soon as
+  its scan ends, details only where they change a finding), once per
+  ``--nova-workers`` value: how many requests Nova's API serves at once. "scan s"
+  runs until the last scan ended (the listings overlap it), "Nova s" after it;
+- the detail listing it replaced: the same scans, then every server of the
+  cloud in detail (paged), a lookup per UUID it does not explain, every
+  migration. Its findings must be ours (checked);
+- per-domain GET (``bench_audit``'s peer) host after host: exact request count,
+  wall time measured on 10 hosts and scaled; and a full detail listing per host,
+  derived from the detail listing's measured Nova time (one per host).
+
+Then (``--reports``) the report-based fleet audit: 1,000 per-host reports of 50
+domains each, rendered by the real ``audit --format json`` renderer, read from a
+directory and merged with Nova's host list (target: <= 10 s).
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.bench_fleet [--hosts 100 1000] [--latency-ms MS]
-    .venv/bin/python -m benchmarks.bench_fleet --reports 1000
+    .venv/bin/python -m benchmarks.bench_fleet [--hosts 100 1000] [--reports 1000]
+    .venv/bin/python -m benchmarks.bench_fleet --hosts --reports 1000   # the merge only
 
 Nova's answers cost what the model calibrated on the real Nova API says
 (``nova_costs.json``; ``--latency-ms`` charges a flat cost per request instead).
@@ -26,6 +31,7 @@ Nova's answers cost what the model calibrated on the real Nova API says
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import pathlib
@@ -33,22 +39,27 @@ import sys
 import tempfile
 import time
 import uuid as uuidlib
+from collections.abc import Sequence
 
 from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
 from nova_orphans import report as audit_report
 from nova_orphans.cli import fleet as fleet_cli
+from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Domain, DomainState, Kind
+from nova_orphans.core.model import Domain, DomainState, Finding, Kind
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.fleet import reports as fleet_reports
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.from_reports import merge_reports
+from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova_fleet import NOVA_CONCURRENCY, FleetNovaObserver
 from nova_orphans.pipeline import AuditReport
 from tests import worlds
+from tests.nova_reference import reference_fleet_views
 
 DOMAINS_PER_HOST = 50
 SPLIT = str(uuidlib.UUID(int=(1 << 96) + 1))
@@ -83,17 +94,58 @@ def build_fleet(hosts: int, directory: pathlib.Path) -> tuple[SimulatedNova, flo
     return nova, files
 
 
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One approach's Nova requests, seconds scanning libvirt and asking Nova, and the
+    seconds of the latter spent inside the simulator (not a real Nova's cost)."""
+
+    requests: int
+    scan: float
+    nova: float
+    simulated: float
+
+
 def ours(
-    nova: SimulatedNova, template: str, model: CostModel, concurrency: int
-) -> tuple[int, float, float, FleetReport]:
-    """Requests, wall and simulator seconds of one fleet audit, and its report."""
-    settings = fleet_cli.FleetSettings(None, template, concurrency, 60.0)
-    transport = Latent(nova, model)
+    nova: SimulatedNova, template: str, model: CostModel, concurrency: int, workers: int
+) -> tuple[Row, FleetReport, tuple[HostScan, ...]]:
+    """One ``fleet_cli.run_audit``: its requests, seconds until the last scan ended, seconds
+    after it (Nova; the host listings overlap the scans), its report and its scans."""
+    settings = fleet_cli.FleetSettings(None, template, concurrency, 600.0)
+    transport = Latent(nova, model, workers)
+    scanned: list[float] = []
+    seen: dict[str, tuple[Domain, ...]] = {}
+
+    def scanner(uri: str) -> tuple[Domain, ...]:
+        seen[uri] = libvirt_scan(uri)
+        return seen[uri]
+
+    def progress(where: Progress) -> None:
+        if where.done == where.total and not scanned:
+            scanned.append(time.perf_counter())
+
     before = nova.request_count
     start = time.perf_counter()
-    report = fleet_cli.run_audit(settings, transport, NOW, retry=once)
+    report = fleet_cli.run_audit(settings, transport, NOW, scanner, retry=once, progress=progress)
+    done = time.perf_counter()
+    row = Row(nova.request_count - before, scanned[0] - start, done - scanned[0],
+              transport.simulated)  # fmt: skip
+    scans = tuple(HostScan(h.host, h.uri, seen.get(h.uri), h.error) for h in report.hosts)
+    return row, report, scans
+
+
+def detail_listing(
+    nova: SimulatedNova, scans: Sequence[HostScan], model: CostModel, workers: int
+) -> tuple[Row, dict[str, list[Finding]]]:
+    """The fleet's Nova side before the plain listings, for the same scans (+1 request:
+    the service listing that found the hosts)."""
+    transport = Latent(nova, model, workers)
+    domains_by_host = {s.host: s.domains for s in scans if s.domains is not None}
+    before = nova.request_count
+    start = time.perf_counter()
+    views = reference_fleet_views(NovaObserver(transport, retry=once), domains_by_host)
+    findings = classify_fleet(domains_by_host, views)
     wall = time.perf_counter() - start
-    return nova.request_count - before, wall, transport.simulated, report
+    return Row(nova.request_count - before + 1, 0.0, wall, transport.simulated), findings
 
 
 def peer(
@@ -112,41 +164,47 @@ def peer(
     return time.perf_counter() - start, transport.simulated
 
 
-def bench(hosts: int, model: CostModel, concurrency: int, tmp: pathlib.Path) -> None:
+def bench(
+    hosts: int, model: CostModel, concurrency: int, workers: list[int], tmp: pathlib.Path
+) -> None:
     """Print the rows of one fleet size."""
     directory = tmp / f"fleet-{hosts}"
     directory.mkdir()
     nova, files = build_fleet(hosts, directory)
     template = f"test://{directory.resolve()}/{{host}}.xml"
-    requests, zero, _, report = ours(nova, template, CostModel.flat(0.0), concurrency)
-    _, slow, sim, _ = ours(nova, template, model, concurrency)
+    row, report, scans = ours(nova, template, model, concurrency, workers[0])
     found = (
         f"{report.count(Kind.SPLIT_BRAIN)} split-brain, {report.count(Kind.DELETED)} deleted, "
         f"{len(report.unreachable)} unreachable"
     )
-    print(_line(hosts, "ours (fleet)", requests, zero, slow, sim, f"measured; {found}"))
+    print(_line(hosts, f"ours, {workers[0]} workers", row, f"measured; {found}"))
+    for more in workers[1:]:
+        again, _, _ = ours(nova, template, model, concurrency, more)
+        print(_line(hosts, f"ours, {more} workers", again, "measured"))
+    detail, findings = detail_listing(nova, scans, model, max(workers))
+    same = findings == {h.host: h.findings for h in report.hosts if h.findings is not None}
+    detail = dataclasses.replace(detail, scan=row.scan)
+    note = f"measured (Nova side; same scans); same findings as ours: {same}"
+    print(_line(hosts, "detail listing", detail, note))
+    if not same:
+        raise SystemExit("the detail listing and ours disagree")
+    sample = min(hosts, 10)
+    slow_s, sim_s = peer(bench_audit.APPROACHES["per-domain GET"], nova, template, sample, model)
+    scale = hosts / sample
+    requests = hosts * DOMAINS_PER_HOST + 2  # + the two split-brain copies
+    per_domain = Row(requests, 0.0, slow_s * scale, sim_s * scale)
+    print(_line(hosts, "per-domain GET", per_domain, f"scaled from {sample} hosts, in turn"))
     live = sum(1 for s in nova.servers.values() if not s.deleted)
-    exact = {
-        "per-domain GET": hosts * DOMAINS_PER_HOST + 2,  # + the two split-brain copies
-        "full listing": hosts * (live // PAGE + 1),  # a full last page needs one more
-    }
-    for name, count in exact.items():
-        sample = min(hosts, 10 if name == "per-domain GET" or hosts <= 100 else 3)
-        approach = bench_audit.APPROACHES[name]
-        zero_s, _ = peer(approach, nova, template, sample, CostModel.flat(0.0))
-        slow_s, sim_s = peer(approach, nova, template, sample, model)
-        scale = hosts / sample
-        note = f"scaled from {sample} hosts, host after host"
-        print(_line(hosts, name, count, zero_s * scale, slow_s * scale, sim_s * scale, note))
+    listing = Row(hosts * (live // PAGE + 1), 0.0, detail.nova * hosts, detail.simulated * hosts)
+    print(_line(hosts, "detail per host", listing, "derived: the detail listing, once per host"))
     print(f"{'':>6}  (writing {hosts:,} node files took {files:.2f} s, not counted)")
 
 
-def _line(
-    hosts: int, name: str, requests: int, zero: float, slow: float, sim: float, note: str
-) -> str:
+def _line(hosts: int, name: str, row: Row, note: str) -> str:
+    total = row.scan + row.nova
     return (
-        f"{hosts:>6}  {name:<15} {requests:>9,} {zero:>10.2f} {slow:>12.2f} {sim:>8.2f} "
-        f"{slow - sim:>14.2f}  {note}"
+        f"{hosts:>6}  {name:<17} {row.requests:>9,} {row.scan:>7.2f} {row.nova:>9.2f} "
+        f"{total:>9.2f} {row.simulated:>8.2f}  {note}"
     )
 
 
@@ -198,24 +256,30 @@ def bench_reports(hosts: int, model: CostModel, tmp: pathlib.Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, nargs="+", default=[100, 1_000])
+    parser.add_argument("--hosts", type=int, nargs="*", default=[100, 1_000])
     add_model_options(parser)
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--reports", type=int, metavar="HOSTS", help="merge HOSTS reports")
+    parser.add_argument("--concurrency", type=int, default=8, help="hosts scanned at once")
+    parser.add_argument(
+        "--nova-workers", type=int, nargs="+", default=[NOVA_CONCURRENCY, 4, 1],
+        help="requests Nova's API serves at once (ours is measured with each)",
+    )  # fmt: skip
+    parser.add_argument("--reports", type=int, metavar="HOSTS", default=1_000,
+                        help="merge HOSTS reports (0: none)")  # fmt: skip
     args = parser.parse_args()
     model = cost_model(args)
-    if args.reports:
-        with tempfile.TemporaryDirectory() as directory:
-            bench_reports(args.reports, model, pathlib.Path(directory))
-        return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {DOMAINS_PER_HOST} domains "
-          f"per host; Nova model: {model.describe()}; fleet concurrency "
-          f"{args.concurrency}; (sim s) = time inside the simulated Nova")  # fmt: skip
-    print(f"{'hosts':>6}  {'approach':<15} {'requests':>9} {'wall s 0ms':>10} "
-          f"{'wall s model':>12} {'(sim s)':>8} {'wall-sim model':>14}  how")  # fmt: skip
+          f"per host; Nova model: {model.describe()}; fleet concurrency {args.concurrency}, "
+          f"{NOVA_CONCURRENCY} Nova requests at once; (sim s) = time inside the simulated "
+          "Nova, whose filters scan every row (while the scans run: waiting for the CPU "
+          "too)")  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
+        if args.hosts:
+            print(f"{'hosts':>6}  {'approach':<17} {'requests':>9} {'scan s':>7} "
+                  f"{'Nova s':>9} {'total s':>9} {'(sim s)':>8}  how")  # fmt: skip
         for hosts in args.hosts:
-            bench(hosts, model, args.concurrency, pathlib.Path(directory))
+            bench(hosts, model, args.concurrency, args.nova_workers, pathlib.Path(directory))
+        if args.reports:
+            bench_reports(args.reports, model, pathlib.Path(directory))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,18 @@
 """The reference the cheap listing is measured against: Nova's view of a host as it was
-observed before (the host's servers in detail), for the unit and end-to-end tests."""
+observed before (the host's servers in detail), for the unit and end-to-end tests; and the
+fleet's as it was (every server of the cloud in detail), for the fleet tests and benchmark."""
 
 from __future__ import annotations
 
-from nova_orphans.core.model import NovaView
-from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver
+from collections.abc import Iterable, Mapping
+
+from nova_orphans.core.model import Domain, Migration, NovaView, Server
+from nova_orphans.observe.nova import (
+    BULK_LOOKUP_FROM,
+    NovaObserver,
+    parse_migration,
+    parse_server,
+)
 
 
 def reference_observe(nova: NovaObserver, host: str, domain_uuids: list[str]) -> NovaView:
@@ -16,3 +24,46 @@ def reference_observe(nova: NovaObserver, host: str, domain_uuids: list[str]) ->
     migrations = nova.migrations_touching(host)
     nova.require_cells_answer(None if None in lookups.values() else host)
     return NovaView(host, servers_here, lookups, migrations)
+
+
+def live_servers(nova: NovaObserver) -> dict[str, Server]:
+    """Every live server of the cloud (all projects, every host) in detail, by UUID."""
+    items = nova._paged("/servers/detail", "servers", {"all_tenants": "1"})
+    return {server.uuid: server for server in map(parse_server, items)}
+
+
+def reference_fleet_views(
+    nova: NovaObserver, domains_by_host: Mapping[str, Iterable[Domain]]
+) -> dict[str, NovaView]:
+    """The fleet's views before the cheap listing: one detail listing of the whole cloud,
+    one lookup per UUID it does not explain, every migration, every cell."""
+    live = live_servers(nova)
+    unexplained = {d.uuid for ds in domains_by_host.values() for d in ds} - live.keys()
+    looked_up = {uuid: nova.lookup(uuid) for uuid in sorted(unexplained)}
+    items = nova._paged("/os-migrations", "migrations", {})
+    migrations = tuple(parse_migration(item) for item in items)
+    nova.require_cells_answer()
+    return {
+        host: nova_view_for(host, domains, live, looked_up, migrations)
+        for host, domains in domains_by_host.items()
+    }
+
+
+def nova_view_for(
+    host: str,
+    domains: Iterable[Domain],
+    live_servers: Mapping[str, Server],
+    looked_up: Mapping[str, Server | None],
+    migrations: Iterable[Migration],
+) -> NovaView:
+    """The ``NovaView`` a single-host agent on ``host`` would have built from the fleet-wide
+    detail listing (``live_servers``, by UUID) and the lookups of the domains it does not
+    explain (``looked_up``)."""
+    here = {u: s for u, s in live_servers.items() if s.host == host}
+    lookups = {
+        d.uuid: live_servers.get(d.uuid) or looked_up.get(d.uuid)
+        for d in domains
+        if d.uuid not in here
+    }
+    touching = tuple(m for m in migrations if host in (m.source_compute, m.dest_compute))
+    return NovaView(host, here, lookups, touching)

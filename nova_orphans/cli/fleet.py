@@ -130,6 +130,7 @@ def run_audit(
         timeout=settings.timeout,
         scanner=scanner,
         progress=progress,
+        on_scanned=lambda scan: nova.list_host_soon(scan.host) if scan.reachable else None,
     )
     return fleet_audit(scans, nova, known, now, settings.deny, settings.instances_path)
 

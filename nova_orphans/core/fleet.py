@@ -7,7 +7,7 @@ cross-host kind is ``split-brain``: one UUID *running* on two or more hosts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import (
@@ -15,10 +15,8 @@ from nova_orphans.core.model import (
     DomainState,
     Finding,
     Kind,
-    Migration,
     NovaView,
     Selector,
-    Server,
 )
 
 #: States in which the guest executes (and may write its disks). NOTE: a paused
@@ -26,28 +24,6 @@ from nova_orphans.core.model import (
 #: (pre-copy: the destination; post-copy: the source), so a migration never
 #: shows two running copies.
 RUNNING_STATES = frozenset({DomainState.RUNNING, DomainState.BLOCKED, DomainState.SHUTDOWN})
-
-
-def nova_view_for(
-    host: str,
-    domains: Iterable[Domain],
-    live_servers: Mapping[str, Server],
-    looked_up: Mapping[str, Server | None],
-    migrations: Iterable[Migration],
-) -> NovaView:
-    """The ``NovaView`` a single-host agent on ``host`` would have built.
-
-    ``live_servers`` is the fleet-wide listing by UUID; ``looked_up`` holds the
-    per-UUID answers for the domains that listing does not explain.
-    """
-    here = {u: s for u, s in live_servers.items() if s.host == host}
-    lookups = {
-        d.uuid: live_servers.get(d.uuid) or looked_up.get(d.uuid)
-        for d in domains
-        if d.uuid not in here
-    }
-    touching = tuple(m for m in migrations if host in (m.source_compute, m.dest_compute))
-    return NovaView(host, here, lookups, touching)
 
 
 def running_copies(domains_by_host: Mapping[str, Sequence[Domain]]) -> dict[str, list[str]]:

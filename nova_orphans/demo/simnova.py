@@ -22,6 +22,7 @@ import collections
 import datetime
 import enum
 import re
+import threading
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
@@ -73,11 +74,20 @@ class SimulatedNova:
         self.down_cells: set[str] = set()
         self.allow_all_filters = True
         self.date: datetime.datetime | None = None
+        self._answering = threading.Lock()
 
     # -- the Transport contract ------------------------------------------------
 
     def get(self, path: str) -> tuple[int, Any]:
-        """Answer ``GET path`` like Nova would; see ``Transport.get``."""
+        """Answer ``GET path`` like Nova would; see ``Transport.get``.
+
+        NOTE: one request at a time (a fleet asks from several threads): the
+        counters, the log and the paging state stay consistent.
+        """
+        with self._answering:
+            return self._answer(path)
+
+    def _answer(self, path: str) -> tuple[int, Any]:
         route, _, query_string = path.partition("?")
         endpoint, handler = self._route(route)
         self.requests[endpoint] += 1
@@ -155,11 +165,14 @@ class SimulatedNova:
             # every filter a user may not use is dropped silently.
             query = {k: v for k, v in query.items() if k in views.USER_SERVER_QUERY | views.PAGING}
         detail = route == "/servers/detail"
-        # NOTE: Nova's instances table is indexed by uuid; scanning every row for a
-        # uuid= lookup would charge the simulator's slowness to its callers.
+        # NOTE: Nova's instances table is indexed by uuid and by host; checking every
+        # filter on every row for a uuid= lookup or a host= listing would charge the
+        # simulator's slowness to its callers.
         candidates = (
             [self.servers[query["uuid"]]] if query.get("uuid") in self.servers
-            else [] if "uuid" in query else self.servers.values()
+            else [] if "uuid" in query
+            else [s for s in self.servers.values() if s.host == query["host"]] if "host" in query
+            else self.servers.values()
         )  # fmt: skip
         rows = [s for s in candidates if views.server_matches(s, query)]
         up = [s for s in rows if s.cell not in self.down_cells]

@@ -1,4 +1,4 @@
-"""The fleet audit: scan every host's libvirt, ask Nova once, classify; changes nothing."""
+"""The fleet audit: scan every host's libvirt, ask Nova about each, classify; changes nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from nova_orphans.core import fleet as core_fleet
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector, Server
+from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
 from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
 
@@ -73,19 +73,16 @@ def fleet_audit(
     deny: Selector | None = None,
     instances_path: str = DEFAULT_INSTANCES_PATH,
 ) -> FleetReport:
-    """Classify the scanned hosts against one fleet-wide look at Nova.
+    """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.host_views``).
 
     The scans come first, so Nova's answers are never older than the domains
     they are compared with. Raises ``NovaError`` when Nova fails (fail closed).
     """
     domains_by_host = {s.host: s.domains for s in scans if s.domains is not None}
-    live = nova.live_servers()
-    looked_up = _lookups(nova, domains_by_host, live)
-    migrations = nova.all_migrations()
-    views = {
-        host: core_fleet.nova_view_for(host, domains, live, looked_up, migrations)
-        for host, domains in domains_by_host.items()
-    }
+    views = nova.host_views(
+        {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()},
+        _details_for(domains_by_host, deny),
+    )
     findings = core_fleet.classify_fleet(domains_by_host, views, deny)
     known = set(known_hosts)
     hosts = [
@@ -94,11 +91,14 @@ def fleet_audit(
     return FleetReport(now, hosts, nova.requests_made, instances_path)
 
 
-def _lookups(
-    nova: FleetNovaObserver,
-    domains_by_host: Mapping[str, Sequence[Domain]],
-    live: Mapping[str, Server],
-) -> dict[str, Server | None]:
-    """One lookup per UUID that the live listing does not explain, however many copies."""
-    unexplained = {d.uuid for ds in domains_by_host.values() for d in ds} - live.keys()
-    return {uuid: nova.lookup(uuid) for uuid in sorted(unexplained)}
+def _details_for(
+    domains_by_host: Mapping[str, Sequence[Domain]], deny: Selector | None
+) -> dict[str, list[str]]:
+    """Per host, the domains whose finding shows Nova's full record even where the host's
+    plain listing explains them: a copy running on two hosts (split-brain) and a
+    deny-listed domain (protected)."""
+    split = core_fleet.running_copies(domains_by_host)
+    return {
+        host: [d.uuid for d in domains if d.uuid in split or (deny and deny.covers(d))]
+        for host, domains in domains_by_host.items()
+    }

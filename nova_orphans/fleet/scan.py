@@ -88,13 +88,15 @@ def scan_hosts(
     scanner: Scanner = libvirt_scan,
     clock: Clock = time.monotonic,
     progress: OnProgress | None = None,
+    on_scanned: Callable[[HostScan], None] | None = None,
 ) -> list[HostScan]:
     """Scan every host, ``concurrency`` at a time, each within ``timeout`` seconds.
 
     Returns one ``HostScan`` per host, in the order of ``hosts``. A libvirt
     failure or a timeout makes that host unreachable; the others are unaffected.
     Errors other than ``ObserveError`` are bugs and are raised here. ``progress``
-    is told how far the scan is after each host and every ``PROGRESS_TICK`` seconds.
+    is told how far the scan is after each host and every ``PROGRESS_TICK`` seconds;
+    ``on_scanned`` is given each host's scan as soon as it ends (in the caller's thread).
     """
     if concurrency < 1 or timeout <= 0:
         raise ValueError("concurrency must be >= 1 and timeout > 0")
@@ -107,7 +109,9 @@ def scan_hosts(
         while waiting and len(in_flight) < concurrency:
             host = waiting.popleft()
             in_flight[host] = _start(host, uri_for(template, host), scanner, done, clock)
-        _collect(done, in_flight, results, timeout, clock, tick)
+        for scan in _collect(done, in_flight, results, timeout, clock, tick):
+            if on_scanned:
+                on_scanned(scan)
         if progress:
             progress(_progress(results, in_flight, len(waiting) + len(in_flight), clock()))
     return [results[h] for h in hosts]
@@ -147,20 +151,20 @@ def _collect(
     timeout: float,
     clock: Clock,
     tick: float | None = None,
-) -> None:
+) -> list[HostScan]:
     """Wait for one scan to end, the earliest deadline to pass or (``tick``) that many
-    seconds; record what happened."""
+    seconds; record what happened and return the scans that ended."""
     deadline = min(f.started for f in in_flight.values()) + timeout
     wait = max(0.0, deadline - clock())
     try:
         host, domains, exc = done.get(timeout=wait if tick is None else min(wait, tick))
     except queue.Empty:
-        _expire(in_flight, results, timeout, clock)
-        return
+        return _expire(in_flight, results, timeout, clock)
     flight = in_flight.pop(host, None)
     if flight is None:
-        return  # a scan that already timed out came back late: its result is ignored
+        return []  # a scan that already timed out came back late: its result is ignored
     results[host] = _result(flight, domains, exc, clock() - flight.started)
+    return [results[host]]
 
 
 def _result(
@@ -178,10 +182,13 @@ def _result(
 
 def _expire(
     in_flight: dict[str, _InFlight], results: dict[str, HostScan], timeout: float, clock: Clock
-) -> None:
+) -> list[HostScan]:
     now = clock()
+    expired = []
     for host, flight in list(in_flight.items()):
         if now - flight.started >= timeout:
             del in_flight[host]
             reason = f"libvirt {flight.uri}: no answer within {timeout:g} s (timed out)"
             results[host] = HostScan(host, flight.uri, None, reason, now - flight.started)
+            expired.append(results[host])
+    return expired

@@ -129,7 +129,29 @@ class NovaObserver:
         """
         domains = set(domain_uuids)
         self._filters_proven = False
-        servers_here = self.summaries_on_host(host)
+        servers_here, lookups = self.explain_host(host, domains, details_for)
+        self.prove_admin_filters()
+        return self.finish(host, servers_here, lookups, domains)
+
+    def explain_host(
+        self, host: str, domains: set[str] | frozenset[str], details_for: Iterable[str] = ()
+    ) -> tuple[dict[str, Server], dict[str, Server | None]]:
+        """The servers Nova manages on ``host`` and the records of the domains it does not.
+
+        The plain listing of the host, then details only where they can change a
+        finding: each domain not in it, each server in it without a domain here,
+        and each of ``details_for`` (see the module docstring).
+        """
+        return self.explain_listing(host, domains, self.summaries_on_host(host), details_for)
+
+    def explain_listing(
+        self,
+        host: str,
+        domains: set[str] | frozenset[str],
+        servers_here: dict[str, Server],
+        details_for: Iterable[str] = (),
+    ) -> tuple[dict[str, Server], dict[str, Server | None]]:
+        """``explain_host`` for the host's plain listing ``servers_here``, already asked."""
         wanted = (servers_here.keys() - domains) | (set(details_for) & servers_here.keys())
         if len(wanted) >= max(BULK_LOOKUP_FROM, len(servers_here) // DETAIL_LISTING_SHARE):
             # NOTE: many servers without a domain here (a libvirt that lost its
@@ -139,9 +161,7 @@ class NovaObserver:
         lookups = self.explain_domains(
             host, wanted | (domains - servers_here.keys()), servers_here, domains
         )
-        if not self._filters_proven:
-            self.require_admin_filters()
-        return self.finish(host, servers_here, lookups, domains)
+        return servers_here, lookups
 
     def explain_domains(
         self,
@@ -196,6 +216,21 @@ class NovaObserver:
         """Add the migrations when anything needs explaining; check that the cells answered.
 
         ``every_cell``: the view rests on a listing of the whole cloud (changes-since).
+        """
+        migrations = self.migrations_needed(host, servers_here, lookups, domains)
+        # NOTE: the host's own cell must answer for the host listings to hold, and
+        # every cell for "Nova has no record"; asked last, after every listing.
+        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
+        return NovaView(host, servers_here, lookups, migrations)
+
+    def migrations_needed(
+        self,
+        host: str,
+        servers_here: dict[str, Server],
+        lookups: dict[str, Server | None],
+        domains: set[str] | frozenset[str],
+    ) -> tuple[Migration, ...]:
+        """The migrations touching ``host``, when a domain or a server needs explaining.
 
         NOTE: a migration changes a finding only for a domain Nova does not
         manage here (its protection, its reason) and for a server with no domain
@@ -203,11 +238,12 @@ class NovaObserver:
         is a server Nova manages here and every server has its domain needs none.
         """
         lost = servers_here.keys() - domains
-        migrations = self.migrations_touching(host) if lookups or lost else ()
-        # NOTE: the host's own cell must answer for the host listings to hold, and
-        # every cell for "Nova has no record"; asked last, after every listing.
-        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
-        return NovaView(host, servers_here, lookups, migrations)
+        return self.migrations_touching(host) if lookups or lost else ()
+
+    def prove_admin_filters(self) -> None:
+        """``require_admin_filters``, unless a request since the last observation proved it."""
+        if not self._filters_proven:
+            self.require_admin_filters()
 
     def require_admin_filters(self) -> None:
         """Raise unless Nova applies the admin-only filters (``host``, ``uuid``, ``deleted``).

@@ -7,14 +7,25 @@ points to; a host that cannot be read is reported unreachable without spoiling t
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import pathlib
 import subprocess
+from typing import Any
 
 import harness
 import pytest
 
+from nova_orphans.core.fleet import classify_fleet
+from nova_orphans.core.model import Domain, DomainState, Finding
+from nova_orphans.fleet import audit as fleet
+from nova_orphans.fleet.scan import HostScan
+from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova_fleet import FleetNovaObserver
 from tests import report_schema, worlds
+from tests.e2e.test_lean_listing_against_real_nova import CountingTransport, domain
+from tests.nova_reference import reference_fleet_views
 
 pytestmark = pytest.mark.nova
 
@@ -200,3 +211,86 @@ def test_reports_of_lvhost_and_host1_merged_without_any_libvirt_connection_find_
         assert document["summary"]["nova_requests"] == 1 + 2 * candidates
     finally:
         nova.destroy(guest)
+
+
+def test_the_fleets_cheap_listing_gives_the_findings_of_the_cloud_wide_detail_listing(
+    nova_stack: harness.Nova,
+) -> None:
+    """host1 and host2 as one fleet: managed, split-brain (Nova places it on host1), a
+    duplicate (its host2 copy shut off), SOFT_DELETED with its domain, migrated to host2 with
+    its host1 domain left behind, deleted with its domain left on two hosts, never known to
+    Nova on two hosts, and lost on host2. Each host's plain listing with details where they
+    change a finding gives the findings (Nova's records included) of the detail listing of the
+    whole cloud, with no detail listing and one lookup per UUID."""
+    nova = nova_stack
+    booted = {name: nova.boot(host, wait=False)["id"] for name, host in (
+        ("managed", "host1"), ("split", "host1"), ("duplicate", "host2"), ("soft", "host1"),
+        ("migrated", "host1"), ("deleted", "host2"), ("lost", "host2"),
+    )}  # fmt: skip
+    try:
+        for uuid in booted.values():
+            nova.wait_status(uuid, "ACTIVE")
+        nova.soft_delete(booted["soft"])
+        nova.live_migrate(booted["migrated"], "host2")
+        nova.soft_delete(booted["deleted"])
+        nova.force_delete(booted["deleted"])
+        unknown = worlds.random_uuid()
+
+        def off(uuid: str) -> Domain:
+            return dataclasses.replace(domain(uuid), state=DomainState.SHUTOFF)
+
+        # copies on two hosts: only the split-brain one runs on both
+        hosts = {
+            "host1": [domain(booted[n]) for n in ("managed", "split", "soft")]
+            + [off(booted[n]) for n in ("duplicate", "migrated", "deleted")]
+            + [off(unknown)],
+            "host2": [domain(booted[n]) for n in ("split", "duplicate", "migrated", "deleted")]
+            + [domain(unknown)],
+        }
+        uuids = {*booted.values(), unknown}
+
+        def ours(found: dict[str, list[Finding]]) -> dict[str, list[Finding]]:
+            return {h: [f for f in fs if f.uuid in uuids] for h, fs in found.items()}
+
+        detail = reference_fleet_views(NovaObserver(CountingTransport(), retry=_once), hosts)
+        before = ours(classify_fleet(hosts, detail))
+        transport = CountingTransport()
+        scans = [HostScan(h, f"test:///{h}", tuple(ds)) for h, ds in hosts.items()]
+        report = fleet.fleet_audit(
+            scans, FleetNovaObserver(transport, retry=_once), ["host1", "host2"], _NOW
+        )
+        cheap = ours({h.host: h.findings or [] for h in report.hosts})
+
+        assert cheap == before
+        kinds = {(h, f.uuid): f.kind.value for h, fs in cheap.items() for f in fs}
+        assert kinds == {
+            ("host1", booted["split"]): "split-brain",
+            ("host2", booted["split"]): "split-brain",
+            ("host1", booted["duplicate"]): "misplaced",
+            ("host1", booted["soft"]): "protected",
+            ("host1", booted["deleted"]): "deleted",
+            ("host2", booted["deleted"]): "deleted",
+            ("host1", unknown): "unknown",
+            ("host2", unknown): "unknown",
+            ("host1", booted["migrated"]): "misplaced",
+            ("host2", booted["lost"]): "lost",
+        }
+        asked = transport.asked
+        assert sum(p.startswith("/servers?all_tenants=1&host=") for p in asked) >= 2
+        lookups = [p for p in asked if "uuid=" in p]
+        assert len(lookups) == len(set(lookups))
+        if len(asked) < 40:  # no other test's servers without domains on host1 or host2
+            assert not any(
+                p.startswith("/servers/detail") and "uuid=" not in p and "deleted=1" not in p
+                for p in asked
+            )
+    finally:
+        for uuid in booted.values():
+            nova.destroy(uuid)
+
+
+def _once(call: Any) -> Any:
+    return call()
+
+
+_NOW = datetime.datetime.now(datetime.timezone.utc)

@@ -166,7 +166,7 @@ def test_a_host_nova_does_not_know_is_audited_and_said_to_be_unknown(fleet: Flee
 
 
 @pytest.mark.parametrize("hosts", [2, 6])
-def test_nova_is_asked_once_for_the_whole_fleet_plus_one_lookup_per_unexplained_uuid(
+def test_nova_is_asked_a_plain_listing_per_host_and_one_lookup_per_unexplained_uuid(
     tmp_path: pathlib.Path, hosts: int
 ) -> None:
     fleet = Fleet(tmp_path)
@@ -177,20 +177,24 @@ def test_nova_is_asked_once_for_the_whole_fleet_plus_one_lookup_per_unexplained_
     fleet.domains["cmp-0"].append(nova_domain(DELETED))
     fleet.domains["cmp-1"].append(nova_domain(DELETED, state="shut off"))  # same UUID twice
     result = fleet.audit()
-    listings = [p for p in fleet.nova.log if p.startswith("/servers/detail") and "uuid=" not in p]
+    assert kinds(result, "cmp-0") == kinds(result, "cmp-1") == [(Kind.DELETED, DELETED)]
     lookups = [p for p in fleet.nova.log if "uuid=" in p]
-    assert len(listings) == 1 and len(lookups) == 1  # one lookup for both copies
-    assert fleet.nova.requests["os-migrations"] == 1
-    assert fleet.nova.requests["os-services"] == 1
-    assert fleet.nova.request_count == result.nova_requests == 4
+    assert len(lookups) == 1  # one lookup for both copies
+    assert fleet.nova.requests["servers"] == hosts  # the plain listing of each host
+    assert fleet.nova.requests["servers/detail"] == 1  # that lookup: no detail listing
+    assert fleet.nova.requests["os-migrations"] == 2  # only the hosts with a domain to explain
+    assert fleet.nova.requests["os-services"] == 2  # the hosts, then every cell at the end
+    assert fleet.nova.request_count == result.nova_requests == hosts + 5
 
 
-def test_the_listing_of_the_cloud_is_paged(tmp_path: pathlib.Path) -> None:
+def test_each_hosts_listing_is_paged(tmp_path: pathlib.Path) -> None:
     fleet = Fleet(tmp_path)
     fleet.managed("cmp-0", 1_001)
     result = fleet.audit()
     assert kinds(result, "cmp-0") == []
-    assert fleet.nova.requests["servers/detail"] == 2  # 1,000 + 1: Nova's max_limit
+    # 1,000 + 1 (Nova's max_limit), and the host filter probe
+    assert fleet.nova.requests["servers"] == 3
+    assert fleet.nova.requests["servers/detail"] == 0
 
 
 def test_no_more_hosts_are_scanned_at_once_than_the_concurrency_allows(fleet: Fleet) -> None:
@@ -260,7 +264,7 @@ def test_deleted_and_unknown_guests_show_their_host_side_leftovers(fleet: Fleet)
 
 
 def test_when_nova_fails_the_fleet_audit_concludes_nothing(fleet: Fleet) -> None:
-    fleet.nova.inject(Fault.SERVER_ERROR, path="/servers/detail")
+    fleet.nova.inject(Fault.SERVER_ERROR, path="/servers?all_tenants=1&host=cmp-2")
     with pytest.raises(NovaError):
         fleet.audit()
 
@@ -271,8 +275,9 @@ def test_a_healthy_fleet_exits_zero_with_a_summary_line(tmp_path: pathlib.Path) 
     fleet.managed("cmp-2", 2)
     result = fleet.audit()
     assert fleet_cli.exit_code(result) == fleet_cli.EXIT_OK
+    # the hosts, a plain listing of each, the host filter probe, every cell
     assert render.render_table(result).splitlines()[-1] == (
-        f"fleet at {NOW.isoformat()}: 2 hosts, 2 audited; no findings; 3 Nova requests"
+        f"fleet at {NOW.isoformat()}: 2 hosts, 2 audited; no findings; 5 Nova requests"
     )
 
 
@@ -343,3 +348,25 @@ def test_hosts_are_ranked_by_the_memory_their_untracked_guests_hold(tmp_path: pa
     table = render.render_table(result).splitlines()
     ranked = [line.split(":")[0].strip() for line in table if line.startswith("  cmp-")]
     assert ranked == ["cmp-2", "cmp-1"]
+
+
+def test_a_hosts_listing_starts_when_its_scan_ends_while_other_scans_go_on(fleet: Fleet) -> None:
+    """cmp-2's scan ends only once Nova was asked for cmp-1's plain listing (the scans and
+    the listings overlap), and no listing of cmp-2 is asked before its own scan ended."""
+    listed = threading.Event()
+    cmp1 = "/servers?all_tenants=1&host=cmp-1"
+    fleet.nova.fault_hook = lambda path: listed.set() if path.startswith(cmp1) else None
+    asked_when_scanned: list[int] = []
+
+    def scanner(uri: str) -> Sequence[Domain]:
+        if "cmp-2" in uri:
+            assert listed.wait(10), "cmp-1's listing was not asked while cmp-2 was scanned"
+            asked_when_scanned.append(len(fleet.nova.log))
+        return libvirt_scan(uri)
+
+    result = fleet.audit(scanner=scanner)
+    assert not result.unreachable
+    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    before_scan_end = fleet.nova.log[: asked_when_scanned[0]]
+    assert not any("host=cmp-2" in p for p in before_scan_end)
+    assert sum(p.startswith("/servers?all_tenants=1&host=cmp-2") for p in fleet.nova.log) == 1
