@@ -41,12 +41,13 @@ NOWHERE = "http://127.0.0.1:9"
 
 
 def call(session: ks_session.Session, service: str, method: str, path: str, body: Any = None,
-         ok: tuple[int, ...] = (200,)) -> Any:  # fmt: skip
+         ok: tuple[int, ...] = (200,), **headers: str) -> Any:  # fmt: skip
     """A request to the catalog's public endpoint of ``service``."""
     resp = session.request(
         path,
         method,
         json=body,
+        headers=headers,
         endpoint_filter={"service_type": service, "interface": "public"},
         raise_exc=False,
     )
@@ -80,6 +81,21 @@ def attach(nova: harness.Nova, admin: ks_session.Session, server: str, vid: str)
         f"{vid} attached to {server}",
         lambda: [a["server_id"] for a in volume(admin, vid)["attachments"]] == [server],
     )
+
+
+def release(admin: ks_session.Session, vid: str, server: str) -> None:
+    """Wait until the volume is free again after ``server``'s local delete.
+
+    NOTE: Cinder refuses to delete an attachment Nova still uses unless the request carries
+    Nova's service token (Cinder bug 2004555); a nova-api that sends none (this stack's) leaves
+    its local delete's attachments behind. Once Nova has no such server, Cinder lets an
+    operator delete them (``openstack volume attachment delete``): the volume is free either way.
+    """
+    for attachment in volume(admin, vid)["attachments"]:
+        if attachment["server_id"] == server:
+            call(admin, "block-storage", "DELETE", f"/attachments/{attachment['attachment_id']}",
+                 **{"OpenStack-API-Version": "volume 3.27"})  # fmt: skip
+    wait_for(f"{vid} released", lambda: volume(admin, vid)["status"] == "available")
 
 
 def ports_of(admin: ks_session.Session, server: str) -> list[dict[str, Any]]:
@@ -116,11 +132,11 @@ def scene(nova_stack: harness.Nova, admin: ks_session.Session) -> Iterator[dict[
         (port,) = ports_of(admin, a)
         mac, ip = port["mac_address"], port["fixed_ips"][0]["ip_address"]
         with harness.compute_down(nova, "host1"):
-            nova.delete(a)  # local deletes: attachments and port released, guests left
+            nova.delete(a)  # local deletes: the port is released, the guests are left
             nova.delete(d)
-            for vid in volumes:
-                wait_for(f"{vid} released", lambda v=vid: volume(admin, v)["status"] == "available")
             wait_for("the port's removal", lambda: not ports_of(admin, a))
+        for vid in volumes:
+            release(admin, vid, a)
         b = nova.boot("host2")["id"]
         servers.append(b)
         attach(nova, admin, b, volumes[0])
