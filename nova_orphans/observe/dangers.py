@@ -45,7 +45,7 @@ class DangerObserver:
 
     def volume(self, volume_id: str) -> danger.Volume | None:
         """Cinder's record of one volume (all projects), None when it has none."""
-        body = get_json(self._volumes, f"/volumes/{volume_id}", missing_ok=True)
+        body = get_json(self._volumes, f"/volumes/{volume_id}", not_found="itemNotFound")
         if body is None:
             return None
         item = body.get("volume") if isinstance(body, dict) else None

@@ -74,13 +74,25 @@ def sibling(
     )
 
 
-def get_json(client: Client, path: str, missing_ok: bool = False) -> Any:
-    """The JSON body of a 200 answer (None for a 404 when ``missing_ok``); else ``ServiceError``."""
+def get_json(client: Client, path: str, not_found: str | None = None) -> Any:
+    """The JSON body of a 200 answer; else ``ServiceError``.
+
+    ``not_found``: the key of the service's own "no such item" fault (Cinder's
+    ``itemNotFound``); a 404 carrying it is None.
+
+    NOTE: any other 404 is an error, not "no such item": an endpoint that is not
+    the service's (an ``admin_token`` setup hands Nova's endpoint out for every
+    service type) answers 404 to everything, and reading that as "no such volume"
+    would hide the very danger the lookup is for (docs/design.md rule 3).
+    """
     status, body = client.get(path)
-    if missing_ok and status == 404:
+    if not_found and status == 404 and isinstance(body, dict) and not_found in body:
         return None
     if status != 200:
-        raise ServiceError(f"{client.name} answered GET {path} with HTTP {status}: {_fault(body)}")
+        hint = f" (is this {client.name}'s endpoint?)" if status == 404 else ""
+        raise ServiceError(
+            f"{client.name} answered GET {path} with HTTP {status}: {_fault(body)}{hint}"
+        )
     return body
 
 

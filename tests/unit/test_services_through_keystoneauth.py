@@ -190,3 +190,24 @@ def test_the_endpoints_are_checked_like_every_option(tmp_path, cloud, capsys, se
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("nova-orphans: config error: ") and message in line
     assert cloud.tokens_seen == []
+
+
+def test_a_volume_cinder_does_not_know_endangers_nothing(tmp_path, cloud, capsys):
+    cloud.services["volumev3"].volumes.clear()
+    code, document, err = audit(tmp_path, cloud, capsys)
+    assert (code, err) == (cli.EXIT_FOUND, "")
+    assert dangers(document) == ["address-conflict"]
+
+
+def test_a_404_from_an_endpoint_that_is_not_cinders_is_unknown_not_no_such_volume(
+    tmp_path, cloud, capsys
+):
+    """A wrong volume_endpoint (here Neutron's) answers 404 to every volume: that is not
+    Cinder saying it has no such volume, so the danger is unknown (docs/design.md rule 3)."""
+    services = f"[services]\nvolume_endpoint = {cloud.base}/network\n"
+    code, document, err = audit(tmp_path, cloud, capsys, services)
+    assert code == cli.EXIT_FOUND
+    assert dangers(document) == ["address-conflict", "unknown"]
+    (line,) = err.splitlines()
+    assert f"Cinder answered GET /volumes/{VOLUME} with HTTP 404" in line
+    assert "is this Cinder's endpoint?" in line
