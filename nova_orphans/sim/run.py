@@ -333,6 +333,9 @@ class Run:
             self.journal.release(holds[0].uuid, self.agent_clock())
             self.held.discard(holds[0].uuid)
             self._agent_stopped.discard(holds[0].uuid)
+            # NOTE: a start by hand before the release is covered by it: the release
+            # is the operator's latest word (seed 7 index 397: started, then released).
+            self._started_by_operator.discard(holds[0].uuid)
 
     def _dry_run_beside(self) -> None:
         """``run --once --dry-run`` beside the live agent: its own journal, one cycle."""
