@@ -7,9 +7,11 @@ since (``changes-since`` returns changed and deleted rows):
 - the plain listing of every server of the cloud that changed (ids only: a server that left
   this host no longer matches ``host=H``, so a host-filtered listing would miss it);
 - the detail listing of those Nova places on this host now (``host=H&changes-since``);
-- a lookup for each domain of a server Nova does not manage here (many: one listing of
-  the host's deleted rows first) and the migrations when anything needs explaining,
-  exactly as a full look (no actionable finding rests on an earlier cycle's answer);
+- a lookup for each new domain and each domain of a changed server Nova does not manage
+  here (many: one listing of the host's deleted rows first); the last view's record of
+  every other domain still holds (its row did not change), as do its migrations when
+  nothing they explain changed (``core/nova_delta.py``). A kept deleted record may have
+  been archived since, until the next full look; every step re-verifies afresh;
 - the service listing of every cell: the changes come from the whole cloud, and Nova
   skips a cell it cannot reach.
 
@@ -90,11 +92,14 @@ class NovaTracker:
 
     def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
         servers_here = dict(update.servers_here)
-        lookups = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        lookups = {**update.kept, **looked_up}
         # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
         # cell it cannot reach in any filtered listing: every cell must answer
         # (docs/design.md rule 17), or a server that moved into it looks unchanged.
-        return self._nova.finish(host, servers_here, lookups, domains, every_cell=True)
+        return self._nova.finish(
+            host, servers_here, lookups, domains, every_cell=True, migrations=update.migrations
+        )
 
     def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
         """Full records of the servers on ``host`` changed since ``since`` (deleted too).
