@@ -316,7 +316,9 @@ def test_a_steady_cycle_with_orphans_costs_three_requests_whatever_their_number(
             "/os-services?binary=nova-compute",
         ]
         assert len(tracked) == 4 * each and {f.kind.value for f in tracked} >= {
-            "deleted", "misplaced", "unknown"
+            "deleted",
+            "misplaced",
+            "unknown",
         }
         assert tracked == h.full()
 
