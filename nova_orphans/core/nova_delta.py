@@ -31,6 +31,8 @@ class Baseline:
     since: datetime.datetime
     #: Views brought up to date from changes since the last full look.
     incremental: int = 0
+    #: The records of the domains not managed here in the view before ``view``.
+    earlier: Mapping[str, Server | None] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Update:
     #: wanted (no domain, or deny-listed).
     to_look_up: tuple[str, ...]
     #: The last view's record (None: no record) of each domain still there whose
-    #: server Nova did not manage here and did not change since: still true.
+    #: server Nova did not manage here and did not change since, when the view before
+    #: gave the same record: still true.
     kept: dict[str, Server | None] = dataclasses.field(default_factory=dict)
     #: The last view's migrations when nothing they explain changed; None: ask Nova.
     migrations: tuple[Migration, ...] | None = None
@@ -66,10 +69,11 @@ def bring_up_to_date(
     servers are carried over: the servers Nova manages here — but for a domain of such
     a server that vanished: nothing in Nova explains it, and only a full look is
     trusted then — and the record (or "no record") of each domain Nova does not
-    manage here. What ``changes-since`` cannot show is an archived row (archival moves
-    rows, changing no ``updated_at``): a kept deleted record may have been archived
-    since, until the next full look; re-verification before any step asks afresh
-    (docs/design.md rule 5). A domain that was not in the last view is looked up.
+    manage here, once two looks in a row gave it. What ``changes-since`` cannot show
+    is an archived row (archival moves rows, changing no ``updated_at``): a kept
+    deleted record may have been archived since, until the next full look;
+    re-verification before any step asks afresh (docs/design.md rule 5). A domain
+    that was not in the last view is looked up.
     """
     host = base.view.host
     changed = set(changed) | changed_here.keys()
@@ -81,11 +85,14 @@ def bring_up_to_date(
             f"the domain of {len(vanished)} server(s) Nova places here unchanged is gone "
             f"(e.g. {vanished[0]})"
         )
+    # NOTE: only a record two looks in a row agreed on: one wrong answer (an empty
+    # page is well-formed: "no record") is not carried from cycle to cycle.
     kept = {
         u: record
         for u, record in base.view.lookups.items()
         if u in domains and u not in changed and u not in here
-    }
+        and u in base.earlier and base.earlier[u] == record
+    }  # fmt: skip
     wanted = (here.keys() - domains) | (set(details_for) & here.keys())
     to_look_up = {u for u in wanted if here[u].summary} | (domains - here.keys() - kept.keys())
     return Update(

@@ -304,6 +304,8 @@ def test_a_steady_cycle_with_orphans_costs_three_requests_whatever_their_number(
     orphans(h, each)
     h.later()
     h.tracked()
+    h.later()
+    h.tracked()  # a record is kept once two looks in a row agree
     for _ in range(2):
         h.later()
         h.nova.log.clear()
@@ -349,10 +351,12 @@ def test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look() -
     record says deleted until the next full look; a step re-verifies afresh (rule 5,
     tests/agent/test_incremental_cycles.py)."""
     h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=3)
+    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=4)
     h.nova.local_delete(next(iter(h.domains)))
     h.later()
     h.tracked()  # a full look
+    h.later()
+    h.tracked()  # the record agrees: kept from now on
     h.nova.archive()
     tracked, full = h.both()
     assert not h.tracker.last_was_full
