@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import NovaView, Server, managed_here
+from nova_orphans.core.model import Migration, NovaView, Server, managed_here
 
 #: The agent's default cadence of full looks at Nova: one in this many cycles (an hour at
 #: the default interval); the cycles between bring the last view up to date.
@@ -31,6 +31,8 @@ class Baseline:
     since: datetime.datetime
     #: Views brought up to date from changes since the last full look.
     incremental: int = 0
+    #: The records of the domains not managed here in the view before ``view``.
+    earlier: Mapping[str, Server | None] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +40,16 @@ class Update:
     """The view brought up to date, but for the records still to be looked up."""
 
     servers_here: dict[str, Server]
-    #: UUIDs to look up: every domain of a server Nova does not manage here, and the
-    #: servers Nova manages here whose full record is wanted (no domain, or deny-listed).
+    #: UUIDs to look up: every new domain, every domain whose server changed and Nova
+    #: does not manage here, and the servers Nova manages here whose full record is
+    #: wanted (no domain, or deny-listed).
     to_look_up: tuple[str, ...]
+    #: The last view's record (None: no record) of each domain still there whose
+    #: server Nova did not manage here and did not change since, when the view before
+    #: gave the same record: still true.
+    kept: dict[str, Server | None] = dataclasses.field(default_factory=dict)
+    #: The last view's migrations when nothing they explain changed; None: ask Nova.
+    migrations: tuple[Migration, ...] | None = None
 
 
 def bring_up_to_date(
@@ -54,14 +63,17 @@ def bring_up_to_date(
 
     ``changed``: every server (of any host) Nova changed or deleted since
     ``base.since``; ``changed_here``: the full records of those Nova places on the
-    host. NOTE: a server Nova manages here whose row did not change is still
-    managed here (Nova bumps a row's ``updated_at`` with every change of its host,
-    states or deletion), so only the servers Nova manages here are carried over —
-    but for a domain of such a server that vanished: nothing in Nova explains
-    it, and only a full look is trusted then. Every other domain is looked up
-    afresh, as in a full look: an actionable finding never rests on an earlier
-    cycle's answer (its sightings must be independent looks, docs/design.md rule 4),
-    and an archived row changes nothing ``changes-since`` could show.
+    host. NOTE: a server row that did not change still says what it said (Nova bumps
+    a row's ``updated_at`` with every change of its host, states or deletion, and a
+    server created since is a change), so the last view's answers about unchanged
+    servers are carried over: the servers Nova manages here — but for a domain of such
+    a server that vanished: nothing in Nova explains it, and only a full look is
+    trusted then — and the record (or "no record") of each domain Nova does not
+    manage here, once two looks in a row gave it. What ``changes-since`` cannot show
+    is an archived row (archival moves rows, changing no ``updated_at``): a kept
+    deleted record may have been archived since, until the next full look;
+    re-verification before any step asks afresh (docs/design.md rule 5). A domain
+    that was not in the last view is looked up.
     """
     host = base.view.host
     changed = set(changed) | changed_here.keys()
@@ -73,6 +85,43 @@ def bring_up_to_date(
             f"the domain of {len(vanished)} server(s) Nova places here unchanged is gone "
             f"(e.g. {vanished[0]})"
         )
+    # NOTE: only a record two looks in a row agreed on: one wrong answer (an empty
+    # page is well-formed: "no record") is not carried from cycle to cycle.
+    kept = {
+        u: record
+        for u, record in base.view.lookups.items()
+        if u in domains and u not in changed and u not in here
+        and u in base.earlier and base.earlier[u] == record
+    }  # fmt: skip
     wanted = (here.keys() - domains) | (set(details_for) & here.keys())
-    to_look_up = {u for u in wanted if here[u].summary} | (domains - here.keys())
-    return Update(here, tuple(sorted(to_look_up)))
+    to_look_up = {u for u in wanted if here[u].summary} | (domains - here.keys() - kept.keys())
+    return Update(
+        here,
+        tuple(sorted(to_look_up)),
+        kept,
+        _kept_migrations(base, here, domains, changed, to_look_up),
+    )
+
+
+def _kept_migrations(
+    base: Baseline,
+    here: Mapping[str, Server],
+    domains: frozenset[str],
+    changed: set[str],
+    to_look_up: set[str],
+) -> tuple[Migration, ...] | None:
+    """The last view's migrations, when still all a finding needs; None: ask Nova.
+
+    NOTE: the migrations explain only the domains Nova does not manage here and the
+    servers here without a domain (lost). When none of those is looked up and every
+    lost server was lost in the last view, unchanged, the migrations that explain them
+    are the last view's: a migration starts and ends with a change of its server's
+    row (task_state, host, vm_state). Nova may close a migration without touching the
+    server (an evacuation's source clean-up: done -> completed), which changes no
+    finding's kind; re-verification reads the server's migrations afresh (rule 5).
+    """
+    lost = here.keys() - domains
+    was_lost = base.view.servers_here.keys() - base.domains
+    if to_look_up or (lost & changed) or not lost <= was_lost:
+        return None
+    return base.view.migrations

@@ -212,12 +212,15 @@ class NovaObserver:
         lookups: dict[str, Server | None],
         domains: set[str] | frozenset[str],
         every_cell: bool = False,
+        migrations: tuple[Migration, ...] | None = None,
     ) -> NovaView:
         """Add the migrations when anything needs explaining; check that the cells answered.
 
-        ``every_cell``: the view rests on a listing of the whole cloud (changes-since).
+        ``every_cell``: the view rests on a listing of the whole cloud (changes-since);
+        ``migrations``: still true from an earlier look (None: asked when needed).
         """
-        migrations = self.migrations_needed(host, servers_here, lookups, domains)
+        if migrations is None:
+            migrations = self.migrations_needed(host, servers_here, lookups, domains)
         # NOTE: the host's own cell must answer for the host listings to hold, and
         # every cell for "Nova has no record"; asked last, after every listing.
         self.require_cells_answer(None if every_cell or None in lookups.values() else host)

@@ -7,9 +7,11 @@ since (``changes-since`` returns changed and deleted rows):
 - the plain listing of every server of the cloud that changed (ids only: a server that left
   this host no longer matches ``host=H``, so a host-filtered listing would miss it);
 - the detail listing of those Nova places on this host now (``host=H&changes-since``);
-- a lookup for each domain of a server Nova does not manage here (many: one listing of
-  the host's deleted rows first) and the migrations when anything needs explaining,
-  exactly as a full look (no actionable finding rests on an earlier cycle's answer);
+- a lookup for each new domain and each domain of a changed server Nova does not manage
+  here (many: one listing of the host's deleted rows first); the last view's record of
+  every other domain still holds (its row did not change), as do its migrations when
+  nothing they explain changed (``core/nova_delta.py``). A kept deleted record may have
+  been archived since, until the next full look; every step re-verifies afresh;
 - the service listing of every cell: the changes come from the whole cloud, and Nova
   skips a cell it cannot reach.
 
@@ -48,6 +50,8 @@ class NovaTracker:
         self._last_start: datetime.datetime | None = None
         #: Whether the last view was a full look (for the logs and the tests).
         self.last_was_full = True
+        #: The domains whose record the last view kept from an earlier one (for the tests).
+        self.kept: frozenset[str] = frozenset()
 
     def invalidate(self, why: str) -> None:
         """Make the next observation a full look."""
@@ -61,6 +65,7 @@ class NovaTracker:
         base, why = self._baseline, self._doubt or _why_full(self._baseline, host, self._full_every)
         # NOTE: until this look succeeds there is no view to build on.
         self.invalidate("the last look at Nova failed")
+        self.kept = frozenset()
         self._nova.restart_clock()
         view: NovaView | None = None
         if why is None and base is not None:
@@ -73,7 +78,7 @@ class NovaTracker:
             LOG.info("a full look at Nova: %s", why)
             self._nova.restart_clock()
             view = self._nova.observe(host, domain_uuids, details_for)
-        self._keep(view, domains, None if why is not None else base)
+        self._keep(view, domains, base, full=why is not None)
         self.last_was_full = why is not None
         return view
 
@@ -86,15 +91,19 @@ class NovaTracker:
         update = bring_up_to_date(base, domains, changed, changed_here, details_for)
         if isinstance(update, str):
             return update
+        self.kept = frozenset(update.kept)
         return self._finish(host, update, domains)
 
     def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
         servers_here = dict(update.servers_here)
-        lookups = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        lookups = {**update.kept, **looked_up}
         # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
         # cell it cannot reach in any filtered listing: every cell must answer
         # (docs/design.md rule 17), or a server that moved into it looks unchanged.
-        return self._nova.finish(host, servers_here, lookups, domains, every_cell=True)
+        return self._nova.finish(
+            host, servers_here, lookups, domains, every_cell=True, migrations=update.migrations
+        )
 
     def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
         """Full records of the servers on ``host`` changed since ``since`` (deleted too).
@@ -114,14 +123,19 @@ class NovaTracker:
             records[server.uuid] = server
         return records
 
-    def _keep(self, view: NovaView, domains: frozenset[str], base: Baseline | None) -> None:
-        """Keep ``view`` for the next cycle; ``base``: the view it was brought up from."""
+    def _keep(
+        self, view: NovaView, domains: frozenset[str], base: Baseline | None, full: bool
+    ) -> None:
+        """Keep ``view`` for the next cycle; ``base``: the view before it."""
         started = self._nova.first_answer_at
         if started is None:
             self.invalidate("Nova's answers carry no Date")
             return
         since = started - SAFETY_MARGIN
-        self._baseline = Baseline(view, domains, since, base.incremental + 1 if base else 0)
+        incremental = 0 if full or base is None else base.incremental + 1
+        same_host = base is not None and base.view.host == view.host
+        earlier = base.view.lookups if base is not None and same_host else {}
+        self._baseline = Baseline(view, domains, since, incremental, earlier)
         self._doubt = None
         if self._last_start is not None and started < self._last_start:
             # NOTE: Nova's clock went back: its stamps and ours may not compare.

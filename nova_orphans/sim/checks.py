@@ -27,7 +27,9 @@
    between full looks at Nova, after a fault reached a scan or rows were archived, the
    agent's incremental view may still hold a server as Nova's here (docs/design.md §8):
    then a guest classified "managed" and the lost servers are not judged (rule 1's
-   safety invariant still is: such a guest is never acted on).
+   safety invariant still is: such a guest is never acted on), nor a guest whose
+   record (deleted, elsewhere, none) the view kept from an earlier cycle (liveness
+   excuses it too): every step on it re-verifies afresh (rule 5).
 7. **cap** — no cycle touches more guests than ``max_actions_per_cycle``.
 8. **config** — every agent start loads the operator's config file (the setup rendered
    as INI text, see ``sim.operator``) with the product's strict loader: a file with a
@@ -236,11 +238,13 @@ def classification(
     lost_before: set[str],
     cloud: Cloud,
     carried_unsure: bool = False,
+    kept: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Invariant 6: the scan's kinds against the ground truth taken just before it.
 
     ``carried_unsure``: the view carried over servers Nova managed here from before a
-    fault or an archive (see the module docstring): "managed" and lost are not judged.
+    fault or an archive (see the module docstring): "managed" and lost are not judged,
+    nor the guests in ``kept``, whose record the view kept from an earlier cycle.
     """
     if result.report is None:
         return []
@@ -250,7 +254,7 @@ def classification(
         f"truly {expected.value}"
         for uuid, expected in truth.items()
         if got.get(uuid, Truth.MANAGED.value) != expected.value
-        and not (carried_unsure and uuid not in got)
+        and not (carried_unsure and (uuid not in got or uuid in kept))
     ]
     seen_lost = {f.uuid for f in result.report.findings if f.kind is Kind.LOST}
     if seen_lost != lost_before and not carried_unsure:
@@ -320,8 +324,18 @@ class Liveness:
         for uuid in uuids:
             self.excused[uuid] = when
 
-    def excuse_cycle(self, result: CycleResult | None, scan_faulted: bool, cloud: Cloud) -> None:
-        """Record the excuses one cycle gave (None: it crashed)."""
+    def excuse_cycle(
+        self,
+        result: CycleResult | None,
+        scan_faulted: bool,
+        cloud: Cloud,
+        kept: frozenset[str] = frozenset(),
+    ) -> None:
+        """Record the excuses one cycle gave (None: it crashed).
+
+        ``kept``: guests whose record the agent kept from before an archive or a fault
+        since its last full look (docs/design.md §8): seen as another kind, excused.
+        """
         now = cloud.now
         if result is None or result.error or result.plan is None or result.plan.brake:
             self.excuse(None, now)
@@ -331,10 +345,11 @@ class Liveness:
             (d.finding.uuid for d in result.plan.decisions if d.why.startswith(deferred)), now
         )
         self.excuse((o.uuid for o in result.outcomes if o.outcome != "done"), now)
-        if scan_faulted and result.report is not None:
+        if (scan_faulted or kept) and result.report is not None:
             seen = {f.uuid: f.kind.value for f in result.report.findings}
             truth, _ = truth_now(cloud, self.deny)
-            self.excuse((u for u, t in truth.items() if seen.get(u) != t.value), now)
+            unsure = (u for u in truth if scan_faulted or u in kept)
+            self.excuse((u for u in unsure if seen.get(u) != truth[u].value), now)
 
     def check(self, cloud: Cloud, behind: float = 0.0) -> list[str]:
         """Episodes past their deadline, each reported once.

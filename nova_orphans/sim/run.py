@@ -427,11 +427,14 @@ class Run:
         )
         if self.dry_run:
             return
-        self.liveness.excuse_cycle(result, scan_faulted, self.cloud)
         full_look = self.agent is None or self.agent.nova_views.last_was_full
         carried = self._carried_unsure and not full_look
+        # NOTE: a record the agent kept from an earlier cycle may be stale after an archive
+        # or a fault since the last full look (docs/design.md §8): a step re-verifies.
+        kept = self.agent.nova_views.kept if carried and self.agent is not None else frozenset()
+        self.liveness.excuse_cycle(result, scan_faulted, self.cloud, kept)
         if result is not None and not scan_faulted:
-            for problem in checks.classification(result, truth, lost, self.cloud, carried):
+            for problem in checks.classification(result, truth, lost, self.cloud, carried, kept):
                 self._violation(checks.CLASSIFICATION, problem)
         self._carried_unsure = scan_faulted or result is None or carried
         if len(self.checked.cycle_guests) > self.setup.max_actions_per_cycle:

@@ -10,6 +10,7 @@ import pathlib
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
 from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import unreachable
 from nova_orphans.demo.simnova import Fault
 from nova_orphans.record.metrics import Metrics
@@ -118,3 +119,70 @@ def test_incremental_cycles_decide_what_full_looks_decide(tmp_path: pathlib.Path
         history.append(seen)
     assert history[0] == history[1]
     assert not worlds[100].agent.nova_views.last_was_full
+
+
+def test_incremental_cycles_decide_what_full_looks_decide_while_orphans_stay(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Orphans kept from cycle to cycle (three sightings before a step): a server appears
+    with an unknown domain's UUID, a misplaced server is deleted, a soft-deleted one is
+    restored, a domain leaves and comes back; every cycle's findings and steps are those
+    of full looks."""
+    worlds = {n: SimWorld(tmp_path / str(n), sightings_required=3) for n in (1, 100)}
+    history = []
+    for n, world in worlds.items():
+        world.agent.nova_views._full_every = n
+        world.boot("vm-0")
+        unknown = world.nova._uuid("unknown")
+        world.hv.define(unknown, "unknown")
+        misplaced = world.boot("misplaced")
+        world.nova.live_migrate(misplaced, OTHER, cleanup_failed=True, at=world.now)
+        soft = world.boot("soft")
+        world.nova.soft_delete(soft, at=world.now)
+        away = world.orphan("away", Kind.DELETED)
+        seen = []
+        for step in range(9):
+            if step == 2:
+                world.nova.boot(OTHER, "unknown", uuid=unknown, at=world.now)
+                world.nova.local_delete(misplaced, at=world.now)
+                world.nova.restore(soft, at=world.now)
+                world.hv.remove(away)
+            if step == 4:
+                world.hv.define(away, "away", running=True)
+            result = world.cycle()
+            assert result.error is None
+            seen.append(
+                (
+                    [(f.uuid, f.kind, f.reason) for f in result.report.findings],
+                    [(o.uuid, o.step, o.outcome) for o in result.outcomes],
+                )
+            )
+        history.append(seen)
+    assert history[0] == history[1]
+    assert any(history[0][i][1] for i in range(9))  # steps were taken
+    assert not worlds[100].agent.nova_views.last_was_full
+
+
+def test_a_step_is_never_taken_on_a_kept_lookup(tmp_path: pathlib.Path) -> None:
+    """docs/design.md rule 5: the kept record says deleted (archival changes no row), the
+    step on it is due; re-verification asks Nova afresh, finds no record (unknown, only
+    logged), and skips the step."""
+    world = SimWorld(
+        tmp_path,
+        sightings_required=3,
+        actions={Kind.DELETED: Action.STOP, Kind.UNKNOWN: Action.LOG},
+    )
+    world.boot("vm-1")
+    orphan = world.orphan("gone", Kind.DELETED)
+    assert looks(world, 2) == [True, False]
+    world.nova.archive()
+    result = world.cycle()
+    assert not world.agent.nova_views.last_was_full
+    assert [(f.uuid, f.kind) for f in result.report.findings] == [(orphan, Kind.DELETED)]
+    assert [(o.uuid, o.outcome) for o in result.outcomes] == [(orphan, "skipped")]
+    assert any(f"uuid={orphan}" in p for p in world.nova.log[-6:])  # asked afresh
+    assert orphan not in world.touched()
+    result = world.cycle()
+    assert world.agent.nova_views.last_was_full
+    assert [(f.uuid, f.kind) for f in result.report.findings] == [(orphan, Kind.UNKNOWN)]
+    assert not result.outcomes and orphan not in world.touched()

@@ -170,6 +170,46 @@ def orphan_of_elsewhere_deleted(h: Host, s: list[str]) -> None:
     h.nova.local_delete(uuid)  # now deleted, only the cloud-wide listing sees it
 
 
+def unknown_orphan_given_a_server(h: Host, s: list[str]) -> None:
+    uuid = h.nova._uuid(f"unknown-{len(h.domains)}")
+    h.define(uuid)  # Nova has no record: unknown
+    h.later()
+    h.tracked()
+    h.nova.boot(OTHER, uuid=uuid)  # a server with its UUID appears: misplaced
+
+
+def misplaced_orphan_migrated_back(h: Host, s: list[str]) -> None:
+    uuid = h.boot(OTHER)
+    h.define(uuid)  # misplaced
+    h.later()
+    h.tracked()
+    h.nova.live_migrate(uuid, HOST)  # Nova's here again: managed
+
+
+def soft_deleted_orphan_restored(h: Host, s: list[str]) -> None:
+    h.nova.soft_delete(s[0])
+    h.later()
+    h.tracked()
+    h.later()
+    h.tracked()  # two cycles on the kept record
+    h.nova.restore(s[0])
+
+
+def deleted_orphan_gone_and_back_with_a_server(h: Host, s: list[str]) -> None:
+    """The domain leaves while its server changes, and comes back: looked up afresh."""
+    uuid = h.nova._uuid(f"away-{len(h.domains)}")
+    h.define(uuid)
+    h.later()
+    h.tracked()  # unknown, kept
+    domain = h.domains.pop(uuid)
+    h.nova.boot(OTHER, uuid=uuid)
+    h.later()
+    h.tracked()  # the change is seen while the domain is away
+    h.later()
+    h.tracked()  # the change is now older than what the next cycle asks for
+    h.domains[uuid] = domain
+
+
 CHANGES: list[Change] = [
     deleted,
     deleted_cleanly,
@@ -191,6 +231,10 @@ CHANGES: list[Change] = [
     unknown_domain_appears,
     deny_listed,
     orphan_of_elsewhere_deleted,
+    unknown_orphan_given_a_server,
+    misplaced_orphan_migrated_back,
+    soft_deleted_orphan_restored,
+    deleted_orphan_gone_and_back_with_a_server,
 ]
 
 
@@ -238,6 +282,90 @@ def test_a_cycle_with_no_changes_costs_the_same_few_requests_whatever_the_hosts_
     # changes are the whole cloud's)
     assert [p.split("?")[0] for p in h.nova.log] == ["/servers", "/servers/detail", "/os-services"]
     assert h.nova.log[-1] == "/os-services?binary=nova-compute"
+
+
+def orphans(h: Host, each: int) -> None:
+    """``each`` domains deleted, misplaced, soft-deleted and unknown to Nova on the host."""
+    for _ in range(each):
+        h.nova.local_delete(h.boot())
+        h.nova.soft_delete(h.boot())
+        misplaced = h.boot(OTHER)
+        h.define(misplaced)
+        h.define(h.nova._uuid(f"never-booted-{len(h.domains)}"))
+
+
+@pytest.mark.parametrize(("servers", "each"), [(10, 1), (1000, 25)])
+def test_a_steady_cycle_with_orphans_costs_three_requests_whatever_their_number(
+    servers: int, each: int
+) -> None:
+    """The domains Nova does not manage here are not looked up again when their servers
+    did not change: the same three requests as a host without orphans."""
+    h = Host(servers=servers)
+    orphans(h, each)
+    h.later()
+    h.tracked()
+    h.later()
+    h.tracked()  # a record is kept once two looks in a row agree
+    for _ in range(2):
+        h.later()
+        h.nova.log.clear()
+        tracked = h.tracked()
+        assert not h.tracker.last_was_full
+        since = h.nova.log[0].split("changes-since=")[1].split("&")[0]
+        assert h.nova.log == [
+            f"/servers?all_tenants=1&changes-since={since}&limit=1000",
+            f"/servers/detail?all_tenants=1&host={HOST}&changes-since={since}&limit=1000",
+            "/os-services?binary=nova-compute",
+        ]
+        assert len(tracked) == 4 * each and {f.kind.value for f in tracked} >= {
+            "deleted",
+            "misplaced",
+            "unknown",
+        }
+        assert tracked == h.full()
+
+
+def test_only_the_changed_orphans_are_looked_up_again() -> None:
+    h = Host(servers=10)
+    orphans(h, 3)
+    h.tracked()
+    h.later()
+    h.tracked()  # the orphans' own changes are older than what the next cycle asks for
+    h.later()
+    misplaced = [u for u in h.domains if h.nova.servers.get(u) and h.nova.server(u).host == OTHER]
+    h.nova.set_task_state(misplaced[0], "rebooting")
+    h.nova.log.clear()
+    tracked = h.tracked()
+    assert not h.tracker.last_was_full
+    lookups = [p for p in h.nova.log if "uuid=" in p]
+    assert lookups == [
+        f"/servers/detail?all_tenants=1&uuid={misplaced[0]}&changes-since=1970-01-01T00%3A00%3A00Z"
+    ]
+    # the changed orphan's migrations are asked again with it
+    assert any(p.startswith("/os-migrations?") for p in h.nova.log)
+    assert tracked == h.full()
+
+
+def test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look() -> None:
+    """The known limit (docs/design.md §8): archival changes no row's updated_at. The kept
+    record says deleted until the next full look; a step re-verifies afresh (rule 5,
+    tests/agent/test_incremental_cycles.py)."""
+    h = Host(servers=3)
+    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=4)
+    h.nova.local_delete(next(iter(h.domains)))
+    h.later()
+    h.tracked()  # a full look
+    h.later()
+    h.tracked()  # the record agrees: kept from now on
+    h.nova.archive()
+    tracked, full = h.both()
+    assert not h.tracker.last_was_full
+    assert [f.kind.value for f in tracked] == ["deleted"]
+    assert [f.kind.value for f in full] == ["unknown"]
+    tracked, full = h.both()
+    assert [f.kind.value for f in tracked] == ["deleted"]
+    tracked, full = h.both()
+    assert h.tracker.last_was_full and tracked == full
 
 
 def test_a_cycle_costs_in_proportion_to_the_changes() -> None:
