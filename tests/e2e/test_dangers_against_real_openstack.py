@@ -369,4 +369,15 @@ def test_the_readme_example_is_this_output(scene: dict[str, Any], tmp_path: path
         if line.startswith(starts) or line.split()[1:2] in ([scene["a"]], [scene["d"]])
     ]
     example = [line for line in readme_example() if line != "…"]
-    assert [shape(line) for line in example] == [shape(line) for line in shown]
+    assert len(example) == len(shown), done.stdout
+    for wanted, got in zip(example, shown, strict=True):
+        if wanted.startswith("host host1 at "):
+            # NOTE: other tests' servers on host1 add their kinds to the summary's counts.
+            assert set(kinds(wanted)) <= set(kinds(got)), got
+        else:
+            assert shape(wanted) == shape(got)
+
+
+def kinds(summary: str) -> list[str]:
+    """The counts of a table's summary line ("host H at T: 1 deleted, 2 lost"), shaped."""
+    return [shape(item) for item in summary.split(": ", 1)[1].split(", ")]
