@@ -291,8 +291,11 @@ class Liveness:
     where ``start'`` is the latest of the episode's start and the last *excuse*: a
     cycle that aborted (Nova or libvirt fault), crashed or braked (globally), or, for
     this guest, a plan that deferred it for ``max_actions_per_cycle`` or because it is on
-    hold (docs/design.md rule 12), a step that was skipped or failed, or a scan that an
-    injected fault made see it as another kind.
+    hold (docs/design.md rule 12), a step that was skipped or failed, a scan that an
+    injected fault made see it as another kind, or a cycle between full looks at Nova,
+    after a fault or an archive, whose incremental view still held it as Nova's or kept
+    its earlier record (docs/design.md §8: a server deleted *and* archived between two
+    cycles changes no row ``changes-since`` lists; the next full look sees it).
     Every excuse is visible in the cycle's plan, outcomes or error.
 
     The cycles grace_period and reap_delay also need (docs/design.md rule 15: ⌈G/I⌉
@@ -329,12 +332,16 @@ class Liveness:
         result: CycleResult | None,
         scan_faulted: bool,
         cloud: Cloud,
+        carried_unsure: bool = False,
         kept: frozenset[str] = frozenset(),
     ) -> None:
         """Record the excuses one cycle gave (None: it crashed).
 
-        ``kept``: guests whose record the agent kept from before an archive or a fault
-        since its last full look (docs/design.md §8): seen as another kind, excused.
+        ``carried_unsure``: the view carried over servers Nova managed here from before
+        an archive or a fault since the agent's last full look (docs/design.md §8): a
+        guest it holds as Nova's (no finding), seen as another kind than it is, is excused
+        until the next full look, as invariant 6 excuses it; so is one of ``kept``, whose
+        record the view kept from an earlier cycle.
         """
         now = cloud.now
         if result is None or result.error or result.plan is None or result.plan.brake:
@@ -345,10 +352,10 @@ class Liveness:
             (d.finding.uuid for d in result.plan.decisions if d.why.startswith(deferred)), now
         )
         self.excuse((o.uuid for o in result.outcomes if o.outcome != "done"), now)
-        if (scan_faulted or kept) and result.report is not None:
+        if (scan_faulted or carried_unsure) and result.report is not None:
             seen = {f.uuid: f.kind.value for f in result.report.findings}
             truth, _ = truth_now(cloud, self.deny)
-            unsure = (u for u in truth if scan_faulted or u in kept)
+            unsure = (u for u in truth if scan_faulted or u not in seen or u in kept)
             self.excuse((u for u in unsure if seen.get(u) != truth[u].value), now)
 
     def check(self, cloud: Cloud, behind: float = 0.0) -> list[str]:

@@ -432,7 +432,7 @@ class Run:
         # NOTE: a record the agent kept from an earlier cycle may be stale after an archive
         # or a fault since the last full look (docs/design.md §8): a step re-verifies.
         kept = self.agent.nova_views.kept if carried and self.agent is not None else frozenset()
-        self.liveness.excuse_cycle(result, scan_faulted, self.cloud, kept)
+        self.liveness.excuse_cycle(result, scan_faulted, self.cloud, carried, kept)
         if result is not None and not scan_faulted:
             for problem in checks.classification(result, truth, lost, self.cloud, carried, kept):
                 self._violation(checks.CLASSIFICATION, problem)

@@ -266,3 +266,39 @@ def test_seed_20240401_index_848_a_delete_and_archive_between_cycles_is_never_ac
         ),
     )
     assert invariants(history) == set()
+
+
+def test_seed_7_index_858_a_delete_and_archive_between_cycles_excuses_until_the_full_look():
+    """The same blind spot as index 848, with cycles every interval after it: the guest,
+    truly ``unknown`` (action stop), is held as Nova's until the next full look, then
+    needs its ``sightings_required`` cycles. Liveness ran its clock from the archive,
+    as if the agent could have seen it: a false liveness violation (the agent stopped it
+    in time from the full look). Fixed in the simulation's liveness check, which now
+    excuses, as the classification invariant does, a guest the carried view holds as
+    Nova's (docs/design.md §8).
+    """
+    history = History(
+        seed=7,
+        index=858,
+        setup=Setup(
+            interval=60.0,
+            actions=(("deleted", "stop"), ("unknown", "stop"), ("misplaced", "reap")),
+            sightings_required=3,
+            max_actions_per_cycle=2,
+            max_orphan_fraction=0.75,
+            brake_min_orphans=100,
+            page_size=2,
+            max_limit=1,
+        ),
+        steps=(
+            Event(at=5.0, op="boot_here", label="s3", arg="running"),
+            Event(at=9.0, op="boot_here", label="s4", arg="running"),
+            Cycle(at=60.0),
+            Event(at=130.0, op="local_delete", label="s4"),
+            Event(at=131.0, op="archive"),
+            *(Cycle(at=60.0 * n) for n in range(2, 11)),
+        ),
+    )
+    result = runner.replay(history)
+    assert {v.invariant for v in result.violations} == set()
+    assert result.counters.stops == 1

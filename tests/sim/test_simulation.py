@@ -85,6 +85,34 @@ def test_the_shrinker_keeps_only_the_steps_the_failure_needs():
     assert {int(s.at) for s in runner.shrink(history, still_fails).steps} == needed
 
 
+def test_the_minimal_replay_keeps_the_same_guest_failing(monkeypatch: pytest.MonkeyPatch):
+    # NOTE: seed 7 index 858: dropping cycles made another guest late; its "minimal
+    # replay" showed that other, spurious failure instead of the one found.
+    history = History(1, 1, Setup(), tuple(Event(float(i), "archive") for i in range(20)))
+
+    def replay(h: History) -> runner.Result:
+        ats = {int(s.at) for s in h.steps}
+        late = ["s1" if {3, 11} <= ats else "s10"] + (["s12"] if len(ats) < 3 else [])
+        found = [checks.Violation(checks.LIVENESS, 0, f"{g} (unknown) late") for g in late]
+        return runner.Result(h, Counters(), found)
+
+    monkeypatch.setattr(runner, "replay", replay)
+    found = runner.Result(history, Counters(), replay(history).violations)
+    assert {int(s.at) for s in runner.minimal(found).steps} == {3, 11}
+
+
+def test_the_shrinker_can_keep_every_cycle():
+    # NOTE: liveness assumes a cycle every interval: its minimal replay keeps them all.
+    steps = tuple(Cycle(float(i)) if i % 2 else Event(float(i), "archive") for i in range(20))
+    history = History(1, 1, Setup(), steps)
+
+    def still_fails(h: History) -> bool:
+        return {4, 12} <= {int(s.at) for s in h.steps}
+
+    shrunk = runner.shrink(history, still_fails, keep_cycles=True).steps
+    assert {int(s.at) for s in shrunk} == {4, 12} | set(range(1, 20, 2))
+
+
 # --- the checks can fail -------------------------------------------------------------------
 
 #: A deleted guest whose Nova row comes back (database restore) between the scan and
