@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
+from nova_orphans.agent import CycleResult
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
 from nova_orphans.core.model import Kind
@@ -108,14 +109,7 @@ def test_incremental_cycles_decide_what_full_looks_decide(tmp_path: pathlib.Path
             if step == 4:
                 world.nova.live_migrate(steady[3], OTHER, at=world.now)
                 world.hv.remove(steady[3])
-            result = world.cycle()
-            assert result.error is None
-            seen.append(
-                (
-                    [(f.uuid, f.kind, f.reason) for f in result.report.findings],
-                    [(o.uuid, o.step, o.outcome) for o in result.outcomes],
-                )
-            )
+            seen.append(findings_and_steps(world.cycle()))
         history.append(seen)
     assert history[0] == history[1]
     assert not worlds[100].agent.nova_views.last_was_full
@@ -149,14 +143,7 @@ def test_incremental_cycles_decide_what_full_looks_decide_while_orphans_stay(
                 world.hv.remove(away)
             if step == 4:
                 world.hv.define(away, "away", running=True)
-            result = world.cycle()
-            assert result.error is None
-            seen.append(
-                (
-                    [(f.uuid, f.kind, f.reason) for f in result.report.findings],
-                    [(o.uuid, o.step, o.outcome) for o in result.outcomes],
-                )
-            )
+            seen.append(findings_and_steps(world.cycle()))
         history.append(seen)
     assert history[0] == history[1]
     assert any(history[0][i][1] for i in range(9))  # steps were taken
@@ -186,3 +173,12 @@ def test_a_step_is_never_taken_on_a_kept_lookup(tmp_path: pathlib.Path) -> None:
     assert world.agent.nova_views.last_was_full
     assert [(f.uuid, f.kind) for f in result.report.findings] == [(orphan, Kind.UNKNOWN)]
     assert not result.outcomes and orphan not in world.touched()
+
+
+def findings_and_steps(result: CycleResult) -> tuple[list[tuple[object, ...]], ...]:
+    """What a cycle found and did, for comparing full looks with incremental ones."""
+    assert result.error is None
+    return (
+        [(f.uuid, f.kind, f.reason) for f in result.report.findings],
+        [(o.uuid, o.step, o.outcome) for o in result.outcomes],
+    )

@@ -21,7 +21,6 @@ import json
 import pathlib
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,30 +39,6 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 NOWHERE = "http://127.0.0.1:9"
 
 
-def call(session: ks_session.Session, service: str, method: str, path: str, body: Any = None,
-         ok: tuple[int, ...] = (200,), **headers: str) -> Any:  # fmt: skip
-    """A request to the catalog's public endpoint of ``service``."""
-    resp = session.request(
-        path,
-        method,
-        json=body,
-        headers=headers,
-        endpoint_filter={"service_type": service, "interface": "public"},
-        raise_exc=False,
-    )
-    assert resp.status_code in ok, (method, path, resp.status_code, resp.text[:500])
-    return resp.json() if resp.content else None
-
-
-def wait_for(what: str, probe: Any, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := probe():
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not within {timeout}s")
-
-
 @pytest.fixture(scope="module")
 def admin(nova_stack: harness.Nova) -> ks_session.Session:
     info = harness.keystone_info()["admin"]
@@ -71,13 +46,13 @@ def admin(nova_stack: harness.Nova) -> ks_session.Session:
 
 
 def volume(admin: ks_session.Session, vid: str) -> dict[str, Any]:
-    return call(admin, "block-storage", "GET", f"/volumes/{vid}")["volume"]
+    return harness.service_call(admin, "block-storage", "GET", f"/volumes/{vid}")["volume"]
 
 
 def attach(nova: harness.Nova, admin: ks_session.Session, server: str, vid: str) -> None:
     nova.request("POST", f"/servers/{server}/os-volume_attachments",
                  json_body={"volumeAttachment": {"volumeId": vid}})  # fmt: skip
-    wait_for(
+    harness.wait_for(
         f"{vid} attached to {server}",
         lambda: [a["server_id"] for a in volume(admin, vid)["attachments"]] == [server],
     )
@@ -93,13 +68,14 @@ def release(admin: ks_session.Session, vid: str, server: str) -> None:
     """
     for attachment in volume(admin, vid)["attachments"]:
         if attachment["server_id"] == server:
-            call(admin, "block-storage", "DELETE", f"/attachments/{attachment['attachment_id']}",
-                 **{"OpenStack-API-Version": "volume 3.27"})  # fmt: skip
-    wait_for(f"{vid} released", lambda: volume(admin, vid)["status"] == "available")
+            path = f"/attachments/{attachment['attachment_id']}"
+            harness.service_call(admin, "block-storage", "DELETE", path,
+                                 **{"OpenStack-API-Version": "volume 3.27"})  # fmt: skip
+    harness.wait_for(f"{vid} released", lambda: volume(admin, vid)["status"] == "available")
 
 
 def ports_of(admin: ks_session.Session, server: str) -> list[dict[str, Any]]:
-    return call(admin, "network", "GET", f"/v2.0/ports?device_id={server}")["ports"]
+    return harness.service_call(admin, "network", "GET", f"/v2.0/ports?device_id={server}")["ports"]
 
 
 @pytest.fixture(scope="module")
@@ -110,13 +86,15 @@ def scene(nova_stack: harness.Nova, admin: ks_session.Session) -> Iterator[dict[
     servers: list[str] = []
     ports: list[str] = []
     volumes = [
-        call(admin, "block-storage", "POST", "/volumes",
+        harness.service_call(admin, "block-storage", "POST", "/volumes",
              {"volume": {"size": 1, "name": f"e2e-danger-{i}"}}, ok=(202,))["volume"]["id"]
         for i in (1, 2)
     ]  # fmt: skip
     try:
         for vid in volumes:
-            wait_for(f"volume {vid}", lambda v=vid: volume(admin, v)["status"] == "available")
+            harness.wait_for(
+                f"volume {vid}", lambda v=vid: volume(admin, v)["status"] == "available"
+            )
         a = nova.boot("host1", networks=[{"uuid": net}])["id"]
         servers.append(a)
         d = nova.boot("host1")["id"]
@@ -134,7 +112,7 @@ def scene(nova_stack: harness.Nova, admin: ks_session.Session) -> Iterator[dict[
         with harness.compute_down(nova, "host1"):
             nova.delete(a)  # local deletes: the port is released, the guests are left
             nova.delete(d)
-            wait_for("the port's removal", lambda: not ports_of(admin, a))
+            harness.wait_for("the port's removal", lambda: not ports_of(admin, a))
         for vid in volumes:
             release(admin, vid, a)
         b = nova.boot("host2")["id"]
@@ -144,7 +122,9 @@ def scene(nova_stack: harness.Nova, admin: ks_session.Session) -> Iterator[dict[
         project = nova.get(f"/servers/{b}")["server"]["tenant_id"]
         body = {"port": {"network_id": net, "mac_address": mac, "project_id": project,
                          "fixed_ips": [{"ip_address": ip}]}}  # fmt: skip
-        reused = call(admin, "network", "POST", "/v2.0/ports", body, ok=(201,))["port"]
+        reused = harness.service_call(admin, "network", "POST", "/v2.0/ports", body, ok=(201,))[
+            "port"
+        ]
         ports.append(reused["id"])
         c = nova.boot("host2", networks=[{"port": reused["id"]}])["id"]
         servers.append(c)
@@ -155,13 +135,15 @@ def scene(nova_stack: harness.Nova, admin: ks_session.Session) -> Iterator[dict[
         for uuid in servers:
             nova.destroy(uuid)
         for port_id in ports:
-            call(admin, "network", "DELETE", f"/v2.0/ports/{port_id}", ok=(204, 404))
+            harness.service_call(
+                admin, "network", "DELETE", f"/v2.0/ports/{port_id}", ok=(204, 404)
+            )
         for vid in volumes:
             # NOTE: the fake driver's detach on delete is not waited for: the volume is reset.
-            call(admin, "block-storage", "POST", f"/volumes/{vid}/action",
+            harness.service_call(admin, "block-storage", "POST", f"/volumes/{vid}/action",
                  {"os-reset_status": {"status": "available", "attach_status": "detached"}},
                  ok=(202,))  # fmt: skip
-            call(admin, "block-storage", "DELETE", f"/volumes/{vid}", ok=(202,))
+            harness.service_call(admin, "block-storage", "DELETE", f"/volumes/{vid}", ok=(202,))
 
 
 def host1_world(scene: dict[str, Any], directory: pathlib.Path) -> str:

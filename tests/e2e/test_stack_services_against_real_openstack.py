@@ -8,7 +8,6 @@ attached to a server is ``in-use`` with the attachment naming the server.
 from __future__ import annotations
 
 import ipaddress
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,52 +27,20 @@ def admin(nova_stack: harness.Nova) -> ks_session.Session:
     return harness.keystone_session(info["username"], info["password"], info["project_name"])
 
 
-def call(
-    session: ks_session.Session,
-    service_type: str,
-    method: str,
-    path: str,
-    body: Any = None,
-    ok: tuple[int, ...] = (200,),
-    **headers: str,
-) -> Any:
-    """A request to the catalog's public endpoint of ``service_type``."""
-    resp = session.request(
-        path,
-        method,
-        json=body,
-        headers=headers,
-        endpoint_filter={"service_type": service_type, "interface": "public"},
-        raise_exc=False,
-    )
-    assert resp.status_code in ok, (method, path, resp.status_code, resp.text[:500])
-    return resp.json() if resp.content else None
-
-
-def wait_for(what: str, probe: Any, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not within {timeout}s")
-
-
 def test_the_catalog_lists_every_service_and_each_takes_keystone_tokens(
     admin: ks_session.Session,
 ) -> None:
     for service_type in SERVICE_TYPES:
         assert admin.get_endpoint(service_type=service_type, interface="public")
     version = {"OpenStack-API-Version": "placement 1.14"}
-    hosts = call(admin, "placement", "GET", "/resource_providers", **version)
+    hosts = harness.service_call(admin, "placement", "GET", "/resource_providers", **version)
     # NOTE: the fake computes' nodes are named after their hosts (lvhost's after the machine).
     assert {"host1", "host2", "host3"} <= {rp["name"] for rp in hosts["resource_providers"]}
-    assert call(admin, "network", "GET", "/v2.0/networks?name=e2e-net")["networks"]
-    assert "volume_types" in call(admin, "block-storage", "GET", "/types")
-    images = call(admin, "image", "GET", "/v2/images")["images"]
+    assert harness.service_call(admin, "network", "GET", "/v2.0/networks?name=e2e-net")["networks"]
+    assert "volume_types" in harness.service_call(admin, "block-storage", "GET", "/types")
+    images = harness.service_call(admin, "image", "GET", "/v2/images")["images"]
     assert harness.stack_info()["image_id"] in {i["id"] for i in images}
-    servers = call(admin, "compute", "GET", "/servers/detail?all_tenants=1&limit=1")
+    servers = harness.service_call(admin, "compute", "GET", "/servers/detail?all_tenants=1&limit=1")
     assert "servers" in servers
 
 
@@ -110,7 +77,9 @@ def test_a_server_booted_on_e2e_net_has_its_port_in_neutron(
     admin: ks_session.Session, nova_stack: harness.Nova, server_with_port: dict[str, Any]
 ) -> None:
     uuid = server_with_port["id"]
-    (port,) = call(admin, "network", "GET", f"/v2.0/ports?device_id={uuid}")["ports"]
+    (port,) = harness.service_call(admin, "network", "GET", f"/v2.0/ports?device_id={uuid}")[
+        "ports"
+    ]
     assert port["binding:host_id"] == "host1"
     assert port["binding:vif_type"] == "tap"
     assert port["device_owner"].startswith("compute:")
@@ -121,9 +90,13 @@ def test_a_server_booted_on_e2e_net_has_its_port_in_neutron(
     assert [a["addr"] for a in shown["addresses"]["e2e-net"]] == [fixed["ip_address"]]
     assert shown["addresses"]["e2e-net"][0]["OS-EXT-IPS-MAC:mac_addr"] == port["mac_address"]
     nova_stack.destroy(uuid)
-    wait_for(
+    harness.wait_for(
         "the port's removal",
-        lambda: not call(admin, "network", "GET", f"/v2.0/ports?device_id={uuid}")["ports"],
+        lambda: (
+            not harness.service_call(admin, "network", "GET", f"/v2.0/ports?device_id={uuid}")[
+                "ports"
+            ]
+        ),
     )
 
 
@@ -131,14 +104,18 @@ def test_a_cinder_volume_attached_to_a_server_is_in_use_by_it(
     admin: ks_session.Session, nova_stack: harness.Nova
 ) -> None:
     body = {"volume": {"size": 1, "name": "e2e-vol"}}
-    volume = call(admin, "block-storage", "POST", "/volumes", body, ok=(202,))["volume"]
+    volume = harness.service_call(admin, "block-storage", "POST", "/volumes", body, ok=(202,))[
+        "volume"
+    ]
     vid = volume["id"]
     server = nova_stack.boot("host2")
     try:
-        wait_for(
+        harness.wait_for(
             "the volume",
             lambda: (
-                call(admin, "block-storage", "GET", f"/volumes/{vid}")["volume"]["status"]
+                harness.service_call(admin, "block-storage", "GET", f"/volumes/{vid}")["volume"][
+                    "status"
+                ]
                 == "available"
             ),
         )
@@ -147,11 +124,15 @@ def test_a_cinder_volume_attached_to_a_server_is_in_use_by_it(
             f"/servers/{server['id']}/os-volume_attachments",
             json_body={"volumeAttachment": {"volumeId": vid}},
         )
-        shown = wait_for(
+        shown = harness.wait_for(
             "the attachment",
             lambda: (
                 v
-                if (v := call(admin, "block-storage", "GET", f"/volumes/{vid}")["volume"])["status"]
+                if (
+                    v := harness.service_call(admin, "block-storage", "GET", f"/volumes/{vid}")[
+                        "volume"
+                    ]
+                )["status"]
                 == "in-use"
                 else None
             ),
@@ -162,7 +143,7 @@ def test_a_cinder_volume_attached_to_a_server_is_in_use_by_it(
     finally:
         nova_stack.destroy(server["id"])
         # NOTE: the fake driver's detach on delete is not waited for: the volume is reset.
-        call(
+        harness.service_call(
             admin,
             "block-storage",
             "POST",
@@ -170,4 +151,4 @@ def test_a_cinder_volume_attached_to_a_server_is_in_use_by_it(
             {"os-reset_status": {"status": "available", "attach_status": "detached"}},
             ok=(202,),
         )
-        call(admin, "block-storage", "DELETE", f"/volumes/{vid}", ok=(202,))
+        harness.service_call(admin, "block-storage", "DELETE", f"/volumes/{vid}", ok=(202,))

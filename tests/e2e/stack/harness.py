@@ -97,6 +97,38 @@ def keystone_session(username: str, password: str, project_name: str) -> ks_sess
     return ks_session.Session(auth=auth, timeout=60)
 
 
+def service_call(
+    session: ks_session.Session,
+    service_type: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    ok: tuple[int, ...] = (200,),
+    **headers: str,
+) -> Any:
+    """A request to the catalog's public endpoint of ``service_type``; its status is in ``ok``."""
+    resp = session.request(
+        path,
+        method,
+        json=body,
+        headers=headers,
+        endpoint_filter={"service_type": service_type, "interface": "public"},
+        raise_exc=False,
+    )
+    assert resp.status_code in ok, (method, path, resp.status_code, resp.text[:500])
+    return resp.json() if resp.content else None
+
+
+def wait_for(what: str, probe: Any, timeout: float = 120) -> Any:
+    """``probe()``'s first true answer, asked every half second for up to ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if got := probe():
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not within {timeout}s")
+
+
 def stop_compute(host: str) -> None:
     """Stop the nova-compute process of ``host`` (by its recorded PID)."""
     done = stack_cmd("svc-stop", f"compute-{host}", timeout=60)
