@@ -18,7 +18,11 @@ rounds, medians reported), it measures:
 - listing every server of the cloud in detail, libvirt scan included;
 - the host's listing alone, detail view and plain view;
 - one cycle of a running agent (``run --dry-run``, in-process, started once per
-  size): with nothing changing between cycles, its steady-state cycle.
+  size), nothing changing between cycles: while the planting is younger than the
+  agent's ``changes-since`` margin (5 minutes), every planted server still counts
+  as changed;
+- last, once Nova has changed nothing for that margin, the agent's incremental
+  cycle on a quiet host (its steady state).
 
 Nova requests are counted in nova-api's request log (the requests of the
 benchmark's project), which also gives Nova's own time per request. Every
@@ -79,6 +83,7 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import MICROVERSION, NovaObserver
+from nova_orphans.observe.nova_tracker import SAFETY_MARGIN
 from nova_orphans.record.metrics import Metrics
 from tests import worlds
 
@@ -484,6 +489,29 @@ class Bench:
         check_findings(self.planted, found)
         return Run(wall, self.log.since(mark), [])
 
+    def quiet_cycles(self, runs: int, quiet_since: float) -> list[Run]:
+        """``runs`` incremental agent cycles once Nova has changed nothing for the margin.
+
+        NOTE: the agent asks for the changes since its last look less ``SAFETY_MARGIN``,
+        so for that long after the planting every planted server and orphan is "changed";
+        a steady cycle on a quiet host comes only after it. Full looks (every
+        ``full_look_every`` cycles) are run but not counted.
+        """
+        if self.agent is None:
+            raise RuntimeError("start_agent first")
+        wait = quiet_since + SAFETY_MARGIN.total_seconds() + 10 - time.monotonic()
+        if wait > 0:
+            say(f"waiting {wait:.0f} s until Nova has changed nothing for {SAFETY_MARGIN}")
+            time.sleep(wait)
+        quiet: list[Run] = []
+        for _ in range(runs + self.agent.full_look_every):
+            run = self.agent_cycle()
+            if not self.agent.nova_views.last_was_full:
+                quiet.append(run)
+            if len(quiet) == runs:
+                return quiet
+        raise SystemExit(f"only {len(quiet)} of {runs} agent cycles were incremental")
+
     @contextlib.contextmanager
     def start_agent(self, state: pathlib.Path) -> Iterator[None]:
         """A dry-run agent on the world (as ``run --dry-run`` wires it), past its first cycle."""
@@ -550,8 +578,10 @@ APPROACHES: dict[str, Callable[[Bench], Run]] = {
     "every server, detail": lambda b: b.peer(bench_audit.full_listing),
     "host listing, detail": lambda b: b.host_listing("/servers/detail"),
     "host listing, plain": lambda b: b.host_listing("/servers"),
-    "agent cycle, steady (dry run)": Bench.agent_cycle,
+    "agent cycle (dry run)": Bench.agent_cycle,
 }
+#: The agent's incremental cycle once nothing changed for ``SAFETY_MARGIN`` (run last).
+QUIET_CYCLE = "agent cycle, Nova quiet (dry run)"
 
 
 def measure(bench: Bench, runs: int) -> dict[str, list[Run]]:
@@ -706,8 +736,10 @@ def run_size(
             tmp / f"bench-{size}.conf", host=HOST, libvirt_uri=uri, token=TOKEN
         )
         bench = Bench(nova, planted, uri, conf, RequestLog())
+        quiet_since = time.monotonic()  # NOTE: the planting was Nova's last change
         with bench.start_agent(tmp / f"agent-{size}"):
             results = measure(bench, args.runs)
+            results[QUIET_CYCLE] = bench.quiet_cycles(args.runs, quiet_since)
         profile = profile_audit(bench, tmp) if args.profile else None
         return results, planted, profile
     finally:
