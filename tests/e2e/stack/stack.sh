@@ -519,10 +519,10 @@ start_compute() {  # host
 # GET (device_id=...&device_id=...), far over gunicorn's default 4,094 bytes; Apache and uWSGI,
 # which deployments put in front of the APIs, accept such lines. With the default, every detail
 # listing of more than about 70 servers failed with HTTP 500.
-wsgi() {  # name venv port threads: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
+wsgi() {  # name venv port threads [workers]: an API under gunicorn (wsgi_app.py loads $STACK_WSGI_APP)
     local lib=$LIB
     [ -f "$lib/wsgi_app.py" ] || lib=$HERE  # a stack started before $LIB existed
-    daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers 1 --threads "$4" --timeout 120 \
+    daemon "$1" "$2/bin/gunicorn" --bind "127.0.0.1:$3" --workers "${5:-1}" --threads "$4" --timeout 120 \
         --limit-request-line 0 \
         --graceful-timeout 3 --name "$1" --pythonpath "$lib" wsgi_app:application
 }
@@ -546,8 +546,11 @@ start_service() {  # name
             OS_GLANCE_CONFIG_DIR=$ETC daemon glance-api "$GV/bin/gunicorn" --bind 127.0.0.1:9292 \
                 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name glance-api glance.wsgi.api:application ;;
         nova-api)
+            # NOTE: two worker processes, as DevStack runs nova-api on a 2-core machine
+            # (API_WORKERS = max(cores / 4, 2)): one Python process serves one request at a
+            # time however many threads it has, and a deployment runs several.
             OS_NOVA_CONFIG_DIR=$ETC STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
-                wsgi nova-api "$NV" 8774 8 ;;
+                wsgi nova-api "$NV" 8774 4 2 ;;
         nova-api-limited)
             OS_NOVA_CONFIG_DIR=$ETC/limited STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
                 wsgi nova-api-limited "$NV" 8785 4 ;;
