@@ -10,8 +10,10 @@ one simulated Nova that also holds ``--background`` servers on other hosts
   (nova-libvirt-compare style), each with a Nova that costs nothing and with
   the Nova cost model calibrated on the real Nova API (``nova_costs.json``, see
   ``nova_costs``: per endpoint, a cost per request and per record returned;
-  ``--latency-ms`` charges a flat cost per request instead); every approach
-  includes its libvirt scan;
+  ``--latency-ms`` charges a flat cost per request instead) serving
+  ``--nova-workers`` requests at once (2 by default, as the test stack's
+  nova-api); every approach includes its libvirt scan, and ours keeps as many
+  lookups in flight as the CLI does;
 - libvirt time per domain against the bare libvirt calls (the existing
   ``bench_libvirt_observer``);
 - peak RSS of a fresh agent process (``python -m nova_orphans.cli audit``)
@@ -48,7 +50,7 @@ from benchmarks.nova_costs import DEFAULT_PATH, CostModel, records_in
 from nova_orphans import pipeline
 from nova_orphans.demo.simnova import SimulatedNova
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import NovaObserver, Transport, parse_server
+from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver, Transport, parse_server
 from tests import worlds
 from tests.nova_reference import live_servers
 
@@ -58,6 +60,8 @@ DEFAULT_SIZES = (10, 100, 1_000, 10_000)
 RSS_SIZES = (0, 1_000, 10_000)
 OTHER_HOSTS = 50
 ARCHIVED_BEFORE = NOW - datetime.timedelta(days=30)
+#: Requests the modelled Nova serves at once: the test stack's nova-api worker processes.
+NOVA_API_WORKERS = 2
 
 
 def once(call: Callable[[], Any]) -> Any:
@@ -129,8 +133,11 @@ def populate(nova: SimulatedNova, host: str, size: int, start: int) -> None:
 
 
 def ours(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
-    """Our audit: one paged host listing, one lookup per unexplained domain, migrations."""
-    report = pipeline.audit(observer, NovaObserver(transport, retry=once), host, NOW)
+    """Our audit: one paged host listing, one lookup per unexplained domain, migrations.
+
+    As the CLI asks: ``LOOKUPS_AT_ONCE`` lookups in flight."""
+    nova = NovaObserver(transport, retry=once, lookups_at_once=LOOKUPS_AT_ONCE)
+    report = pipeline.audit(observer, nova, host, NOW)
     return len(report.findings)
 
 
@@ -170,12 +177,13 @@ def measure(
     nova: SimulatedNova,
     model: CostModel,
     repeats: int,
+    workers: int | None = NOVA_API_WORKERS,
 ) -> tuple[int, float, float]:
     """Requests of one run; the best wall time of ``repeats`` runs and its simulator share."""
     best, simulated = float("inf"), 0.0
     for _ in range(repeats):
         before = nova.request_count
-        transport = Latent(nova, model)
+        transport = Latent(nova, model, workers)
         start = time.perf_counter()
         approach(observer, transport, HOST)
         wall = time.perf_counter() - start
@@ -191,20 +199,23 @@ HEADER = (
 )
 
 
-def bench_requests(sizes: list[int], model: CostModel, background: int, tmp: pathlib.Path) -> None:
+def bench_requests(
+    sizes: list[int], model: CostModel, background: int, tmp: pathlib.Path, workers: int
+) -> None:
     """Print the requests/wall-time table of the three approaches."""
     print(
         f"\n# Nova requests and wall time, 1 host; cloud = the host + {background:,} servers on "
-        f"{OTHER_HOSTS} other hosts; model = {model.describe()}; every approach "
-        "includes its libvirt scan;\n# (sim s) = time inside the simulated Nova, whose filters "
-        "scan every row (a real Nova uses indexes); x = approach / ours"
+        f"{OTHER_HOSTS} other hosts; model = {model.describe()}, serving {workers} requests at "
+        "once; every approach includes its libvirt scan;\n# (sim s) = time inside the "
+        "simulated Nova, whose filters scan every row (a real Nova uses indexes); "
+        "x = approach / ours"
     )
     print(HEADER)
     for size in sizes:
         nova = build_nova(size, background)
         uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"audit-{size}.xml")
         with LibvirtObserver.open(uri) as observer:
-            rows = _rows(observer, nova, model, 3 if size <= 1_000 else 1)
+            rows = _rows(observer, nova, model, 3 if size <= 1_000 else 1, workers)
         for name, row in rows.items():
             print(_line(size, name, row, rows["ours"]))
 
@@ -220,12 +231,13 @@ def _line(size: int, name: str, row: tuple[float, ...], base: tuple[float, ...])
 
 
 def _rows(
-    observer: LibvirtObserver, nova: SimulatedNova, model: CostModel, repeats: int
+    observer: LibvirtObserver, nova: SimulatedNova, model: CostModel, repeats: int, workers: int
 ) -> dict[str, tuple[float, ...]]:
     rows: dict[str, tuple[float, ...]] = {}
     for name, approach in APPROACHES.items():
-        requests, zero, _ = measure(approach, observer, nova, CostModel.flat(0.0), repeats)
-        _, slow, simulated = measure(approach, observer, nova, model, repeats)
+        free = CostModel.flat(0.0)
+        requests, zero, _ = measure(approach, observer, nova, free, repeats, workers)
+        _, slow, simulated = measure(approach, observer, nova, model, repeats, workers)
         rows[name] = (requests, zero, slow, simulated)
     return rows
 
@@ -365,6 +377,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     add_model_options(parser)
     parser.add_argument("--background", type=int, default=5_000)
+    parser.add_argument(
+        "--nova-workers", type=int, default=NOVA_API_WORKERS,
+        help="requests the modelled Nova API serves at once",
+    )  # fmt: skip
     parser.add_argument("--skip", nargs="*", default=[], choices=("requests", "libvirt", "rss"))
     args = parser.parse_args()
     model = cost_model(args)
@@ -372,7 +388,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         tmp = pathlib.Path(directory)
         if "requests" not in args.skip:
-            bench_requests(args.sizes, model, args.background, tmp)
+            bench_requests(args.sizes, model, args.background, tmp, args.nova_workers)
         if "libvirt" not in args.skip:
             bench_libvirt(args.sizes, tmp)
         if "rss" not in args.skip:
