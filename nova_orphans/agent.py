@@ -75,6 +75,14 @@ class MeteredTransport:
     def __init__(self, transport: Transport, metrics: Metrics) -> None:
         self._transport, self._metrics = transport, metrics
 
+    @property
+    def date(self) -> datetime.datetime | None:
+        """The wrapped transport's ``date`` (Nova's clock at its last answer), if it has one.
+
+        NOTE: the tracker dates its changes-since from it; hidden, every cycle was a full look.
+        """
+        return getattr(self._transport, "date", None)
+
     def get(self, path: str) -> tuple[int, Any]:
         """``Transport.get``, counted by endpoint and status (``error`` when it raised)."""
         started, status = time.monotonic(), None

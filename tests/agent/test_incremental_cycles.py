@@ -13,8 +13,9 @@ from nova_orphans.cli import configure
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.demo.simhost import unreachable
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.demo.simnova import Fault, SimulatedNova
 from nova_orphans.record.metrics import Metrics
+from tests import http_nova
 from tests.agent.simworld import OTHER, SimWorld
 
 
@@ -182,3 +183,34 @@ def findings_and_steps(result: CycleResult) -> tuple[list[tuple[object, ...]], .
         [(f.uuid, f.kind, f.reason) for f in result.report.findings],
         [(o.uuid, o.step, o.outcome) for o in result.outcomes],
     )
+
+
+def test_the_agent_as_run_builds_it_looks_only_at_the_changes_between_full_looks(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The CLI's own wiring (keystoneauth, the metered transport) hands Nova's ``Date`` to the
+    tracker. NOTE: when a wrapper hid it, every cycle of ``run`` was a full look."""
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1", hypervisor_type="fake")  # identity unproven: a dry cycle still runs
+    nova.boot("cmp-1", name="kept")
+    with http_nova.serve(nova, "unused", "admin-token") as cloud:
+        conf = tmp_path / "agent.conf"
+        conf.write_text(
+            "[DEFAULT]\nhost = cmp-1\n"
+            f"[agent]\nstate_dir = {tmp_path}/state\nfull_look_every = 3\n"
+            f"[nova]\ntimeout = 5\nauth_type = admin_token\nendpoint = {cloud.url}\n"
+            "token = admin-token\n"
+        )
+        args = argparse.Namespace(
+            config_files=[str(conf)], host=None, libvirt_uri="test:///default", dry_run=True
+        )
+        agent = cli_agent.build_agent(configure.load_conf(args), args, Metrics())
+        try:
+            full = []
+            for _ in range(4):
+                assert agent.cycle().error is None
+                full.append(agent.nova_views.last_was_full)
+        finally:
+            agent.effects.close()
+            agent.journal.close()
+    assert full == [True, False, False, True]
