@@ -496,7 +496,9 @@ class Bench:
         NOTE: the agent asks for the changes since its last look less ``SAFETY_MARGIN``,
         so for that long after the planting every planted server and orphan is "changed";
         a steady cycle on a quiet host comes only after it. Full looks (every
-        ``full_look_every`` cycles) are run but not counted.
+        ``full_look_every`` cycles) are run but not counted. (nova-compute's periodic
+        clean-up of deleted instances still saves each deleted row once, within 5
+        minutes of its deletion: those rows may count as changed in these cycles.)
         """
         if self.agent is None:
             raise RuntimeError("start_agent first")

@@ -547,8 +547,8 @@ start_service() {  # name
                 --workers 1 --threads 4 --timeout 120 --graceful-timeout 3 --name glance-api glance.wsgi.api:application ;;
         nova-api)
             # NOTE: two worker processes, as DevStack runs nova-api on a 2-core machine
-            # (API_WORKERS = max(cores / 4, 2)): one Python process serves one request at a
-            # time however many threads it has, and a deployment runs several.
+            # (API_WORKERS = max(cores / 4, 2)): one Python process runs one request's Python
+            # at a time however many threads it has, and a deployment runs several.
             OS_NOVA_CONFIG_DIR=$ETC STACK_WSGI_APP=nova.wsgi.osapi_compute:application \
                 wsgi nova-api "$NV" 8774 4 2 ;;
         nova-api-limited)
