@@ -83,6 +83,11 @@ class Latent:
         self._workers = threading.BoundedSemaphore(workers) if workers else None
         self._lock = threading.Lock()
 
+    @property
+    def date(self) -> datetime.datetime | None:
+        """The simulated Nova's clock at its last answer."""
+        return self.nova.date
+
     def get(self, path: str) -> tuple[int, Any]:
         """Answer from the simulated Nova, then wait the modelled cost of that answer."""
         if self._workers is None:

@@ -81,9 +81,16 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 class Transport(Protocol):
     """The one call the observer makes: an HTTP GET on the compute endpoint.
 
-    A transport may also carry ``date``: the HTTP ``Date`` of its last answer
-    (Nova's clock), which incremental observations need (``nova_tracker``).
+    A transport also carries ``date``: the HTTP ``Date`` of its last answer (Nova's
+    clock), which incremental observations need (``nova_tracker``). NOTE: declared
+    here so that the type checker refuses a wrapper that drops it (the agent's metrics
+    wrapper once did, and every cycle of ``run`` was a full look); the observer still
+    reads it with a default, so a test double without it gets full looks.
     """
+
+    @property
+    def date(self) -> datetime.datetime | None:
+        """Nova's clock at the last answer; None when that answer had no ``Date``."""
 
     def get(self, path: str) -> tuple[int, Any]:
         """Return (HTTP status, decoded JSON body or None) for ``path``.
