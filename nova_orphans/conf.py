@@ -71,7 +71,7 @@ default_opts = [
         "nova_config_dir",
         default=[],
         help="The config directories nova-compute is started with (its --config-dir, as kolla "
-        "and OpenStack-Ansible lay them out): their *.conf files are read in name order, after "
+        "and OpenStack-Ansible lay them out): their ``*.conf`` files are read in name order, after "
         "nova_config_file.",
     ),
     cfg.StrOpt(
@@ -91,7 +91,7 @@ default_opts = [
         "deny_name_patterns",
         default=[],
         help="Shell-style patterns of domain names that are never treated as orphans, "
-        "e.g. 'test-*'.",
+        "e.g. ``test-*``.",
     ),
 ]
 

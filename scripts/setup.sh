@@ -3,7 +3,8 @@
 #   scripts/setup.sh          the tool itself (libvirt client library and headers, Python deps)
 #   scripts/setup.sh --test   plus the test tools and the services the integration tests run:
 #                             libvirtd + QEMU, and (via tests/e2e/stack/install.sh) MariaDB,
-#                             RabbitMQ and a Nova control plane from PyPI.
+#                             RabbitMQ and a Nova control plane from PyPI; and the docs tools
+#                             (the `docs` extra: Sphinx, myst-parser, sphinx-argparse).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_TESTS=0
@@ -33,7 +34,7 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 if [ "$WITH_TESTS" = 1 ]; then
-    .venv/bin/pip install -q -e '.[test]'
+    .venv/bin/pip install -q -e '.[test,docs]'
     bash tests/e2e/stack/install.sh
 else
     .venv/bin/pip install -q -e .

@@ -19,5 +19,7 @@ bash tests/e2e/stack/stack.sh start
 .venv/bin/ruff format --check nova_orphans tests benchmarks
 .venv/bin/mypy
 .venv/bin/lint-imports
+# The documentation builds, warnings as errors (doc/source; the references come from the code).
+.venv/bin/sphinx-build -W -q -b html doc/source doc/build/html
 # Every integration test must run: a missing service is a failure here, not a skip.
 NOVA_ORPHANS_REQUIRE_SERVICES=1 .venv/bin/pytest -ra "$@"

@@ -34,7 +34,8 @@ from tests import report_schema, worlds
 pytestmark = pytest.mark.nova
 
 EXIT_FOUND, EXIT_SHARED_VOLUME = 3, 5
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+#: The operator guide's page whose example is this audit's output.
+GUIDE = pathlib.Path(__file__).resolve().parents[2] / "doc" / "source" / "admin" / "audit.md"
 #: Where nothing listens: a service there is unreachable at once.
 NOWHERE = "http://127.0.0.1:9"
 
@@ -334,13 +335,13 @@ def shape(text: str) -> str:
     return " ".join(text.split())
 
 
-def readme_example() -> list[str]:
-    text = README.read_text().split("\nFrom the end-to-end stack", 1)[1]
+def guide_example() -> list[str]:
+    text = GUIDE.read_text().split("\nFrom the end-to-end stack", 1)[1]
     return text.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
 
 
-def test_the_readme_example_is_this_output(scene: dict[str, Any], tmp_path: pathlib.Path) -> None:
-    """The README shows the table of this audit: the same lines, up to UUIDs and figures."""
+def test_the_guide_s_example_is_this_output(scene: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    """The operator guide shows the table of this audit: the same lines, up to UUIDs and figures."""
     done = audit(scene, tmp_path, keystone_auth(), "", "--format", "table", "--wide")
     assert done.returncode == EXIT_SHARED_VOLUME, done.stderr
     print(done.stdout)
@@ -350,7 +351,7 @@ def test_the_readme_example_is_this_output(scene: dict[str, Any], tmp_path: path
         for line in done.stdout.splitlines()
         if line.startswith(starts) or line.split()[1:2] in ([scene["a"]], [scene["d"]])
     ]
-    example = [line for line in readme_example() if line != "…"]
+    example = [line for line in guide_example() if line != "…"]
     assert len(example) == len(shown), done.stdout
     for wanted, got in zip(example, shown, strict=True):
         if wanted.startswith("host host1 at "):

@@ -1,7 +1,8 @@
 """nova-orphans with least-privilege credentials, against the stack's real Keystone and Nova.
 
 The stack's Keystone has the user ``nova-orphans`` whose only role is ``nova-orphans-reader``
-(the README's "Least-privilege credentials" commands, made by ``keystone_setup.py``), and
+(the commands of the operator guide's "Least-privilege credentials" page,
+doc/source/admin/least-privilege.md, made by ``keystone_setup.py``), and
 nova-api enforces the policy file nova-orphans ships (``nova-orphans nova-policy``). The tests
 prove that the audit does its whole job with exactly that, through password and
 application-credential auth, and finds what an admin's audit finds; that with any one rule of
@@ -36,7 +37,7 @@ EXIT_ERROR, EXIT_FOUND = 1, 3
 POLICY_FILE = harness.REPO / "nova_orphans" / "data" / "nova-policy.yaml"
 #: The copy of the shipped file nova-api enforces (taken when the stack started).
 STACK_POLICY_FILE = harness.STATE / "etc" / "nova-policy.yaml"
-README = harness.REPO / "README.md"
+GUIDE = harness.REPO / "doc" / "source" / "admin" / "least-privilege.md"
 ROLE_RULE = "rule:nova_orphans_reader"
 #: Rules that only the agent's re-verification before a step needs (GET /servers/{id} and
 #: its in-progress migrations); an audit needs every other rule of the file.
@@ -75,15 +76,13 @@ def nova_defaults() -> dict[str, str]:
     return json.loads(done.stdout)
 
 
-def readme_section() -> str:
-    """The README's "Least-privilege credentials" section."""
-    text = README.read_text()
-    start = text.index("### Least-privilege credentials")
-    return text[start : text.index("\n### ", start + 1)]
+def guide_section() -> str:
+    """The operator guide's "Least-privilege credentials" page."""
+    return GUIDE.read_text()
 
 
-def readme_blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", readme_section(), re.S)
+def guide_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", guide_section(), re.S)
 
 
 # --------------------------------------------------------------------------- credentials
@@ -117,12 +116,12 @@ def password_auth(keystone: dict[str, Any]) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def app_credential_auth(keystone: dict[str, Any]) -> Iterator[dict[str, str]]:
-    """The README's ``[nova]`` example for an application credential, filled in with one the
-    least-privilege user made for itself with its one role (the README's
+    """The guide's ``[nova]`` example for an application credential, filled in with one the
+    least-privilege user made for itself with its one role (the guide's
     ``openstack application credential create --role nova-orphans-reader nova-orphans``)."""
     reader = keystone["reader"]
     (command,) = [
-        line for line in readme_section().splitlines() if "application credential create" in line
+        line for line in guide_section().splitlines() if "application credential create" in line
     ]
     assert f"--role {reader['role']} " in command, command
     session = harness.keystone_session(
@@ -136,7 +135,7 @@ def app_credential_auth(keystone: dict[str, Any]) -> Iterator[dict[str, str]]:
         }
     }
     made = session.post(url, json=body).json()["application_credential"]
-    (example,) = [b for b in readme_blocks("ini") if "v3applicationcredential" in b]
+    (example,) = [b for b in guide_blocks("ini") if "v3applicationcredential" in b]
     parser = configparser.ConfigParser()
     parser.read_string(example)
     filled = {
@@ -153,13 +152,13 @@ def app_credential_auth(keystone: dict[str, Any]) -> Iterator[dict[str, str]]:
         session.delete(f"{url}/{made['id']}")
 
 
-def test_the_reader_user_holds_the_readme_s_one_role_and_nothing_else(
+def test_the_reader_user_holds_the_guide_s_one_role_and_nothing_else(
     keystone: dict[str, Any], admin_session: Any
 ) -> None:
-    """Keystone has what the README's commands make: the role, the user in domain Default,
+    """Keystone has what the guide's commands make: the role, the user in domain Default,
     and that role on project ``service`` as the user's only role assignment."""
     reader = keystone["reader"]
-    section = readme_section()
+    section = guide_section()
     assert f"openstack role create {reader['role']}\n" in section
     assert f"openstack user create --domain Default --password-prompt {reader['username']}\n" in (
         section
@@ -186,7 +185,7 @@ def test_the_stack_enforces_what_nova_orphans_nova_policy_prints(nova_stack: har
     assert printed.stdout == POLICY_FILE.read_text()
     enforced = STACK_POLICY_FILE.read_text()
     assert enforced == printed.stdout, "the stack enforces another file: restart it"
-    assert "nova-orphans nova-policy > /etc/nova/policy.d/nova-orphans.yaml" in readme_section()
+    assert "nova-orphans nova-policy > /etc/nova/policy.d/nova-orphans.yaml" in guide_section()
     rules = yaml.safe_load(printed.stdout)
     assert rules["nova_orphans_reader"] == "role:nova-orphans-reader"
     defaults = nova_defaults()
@@ -480,7 +479,7 @@ def test_agent_skips_the_step_on_another_project_s_server_with_the_role(
     nova_orphans_cli: str,
     tmp_path: pathlib.Path,
 ) -> None:
-    """The README's known limit, failing closed: Nova answers ``GET /servers/{id}`` of another
+    """The guide's known limit, failing closed: Nova answers ``GET /servers/{id}`` of another
     project's server only to admins (404 to the role), so the re-verification's two answers
     disagree and the step is skipped."""
     uuid = misplaced_copy(scene["elsewhere"])

@@ -1,5 +1,6 @@
-"""The README's operator examples — install, configuration, systemd, alerts, JSON — run as
-written (with /etc moved into a temporary directory)."""
+"""The operator examples of the README and of the pages they moved to in doc/source — install,
+configuration, systemd, alerts, JSON — run as written (with /etc moved into a temporary
+directory)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ from tests import tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DOC = ROOT / "doc" / "source"
 SCRIPT = pathlib.Path(sys.executable).parent / "nova-orphans"
 
 
-def example(prefix: str) -> str:
-    """The one README line that starts with ``prefix``, its trailing comment removed."""
-    lines = [line for line in README.splitlines() if line.startswith(prefix)]
+def page(name: str) -> str:
+    """The text of the documentation page ``name`` (a path under doc/source)."""
+    return (DOC / name).read_text()
+
+
+def example(prefix: str, text: str) -> str:
+    """The one line of ``text`` that starts with ``prefix``, its trailing comment removed."""
+    lines = [line for line in text.splitlines() if line.startswith(prefix)]
     assert len(lines) == 1, (prefix, lines)
     return lines[0].split("  #")[0].split(" # ")[0].strip()
 
@@ -41,21 +48,21 @@ def test_install_examples_write_the_sample_config_and_a_unit_that_verifies(tmp_p
     (tmp_path / "etc" / "systemd" / "system").mkdir(parents=True)
     (tmp_path / "etc" / "nova-orphans").mkdir(parents=True)
     for prefix in ("nova-orphans sample-config >", "nova-orphans systemd-unit  >"):
-        done = run_shell(example(prefix), tmp_path)
+        done = run_shell(example(prefix, page("install.md")), tmp_path)
         assert done.returncode == 0, done.stderr
     sample = tmp_path / "etc" / "nova-orphans" / "nova-orphans.conf.sample"
     assert sample.read_text() == files.shipped(files.SAMPLE_CONFIG)
     unit = tmp_path / "etc" / "systemd" / "system" / "nova-orphans.service"
     assert unit.read_text() == files.unit_text(str(SCRIPT))
     tools.tool("systemd-analyze", "systemd")
-    done = run_shell(example("systemd-analyze verify"), tmp_path)
+    done = run_shell(example("systemd-analyze verify", page("admin/deploy.md")), tmp_path)
     assert done.returncode == 0, done.stderr
 
 
 def test_promtool_example_passes():
     tools.tool("promtool", "prometheus")
     done = subprocess.run(
-        ["bash", "-c", example("promtool test rules")],
+        ["bash", "-c", example("promtool test rules", page("admin/metrics.md"))],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -65,15 +72,16 @@ def test_promtool_example_passes():
     assert "SUCCESS" in done.stdout + done.stderr
 
 
-def block_after(heading: str, fence: str) -> str:
-    """The first ``fence`` code block after the README line ``heading``."""
-    text = README.split(f"\n{heading}\n", 1)[1]
+def block_after(heading: str, fence: str, text: str) -> str:
+    """The first ``fence`` code block of ``text`` after its line ``heading``."""
+    text = text.split(f"\n{heading}\n", 1)[1]
     return text.split(f"```{fence}\n", 1)[1].split("\n```", 1)[0]
 
 
 def test_the_sample_generator_example_writes_the_shipped_sample(tmp_path):
     out = tmp_path / "sample.conf"
-    line = example(".venv/bin/oslo-config-generator").replace(".venv/bin/", "")
+    line = example(".venv/bin/oslo-config-generator", page("admin/configure.md"))
+    line = line.replace(".venv/bin/", "")
     generator = pathlib.Path(sys.executable).parent / "oslo-config-generator"
     done = run_shell(f"{generator} {line.split(' ', 1)[1]} --output-file {out}", tmp_path)
     assert done.returncode == 0, done.stderr
@@ -81,7 +89,8 @@ def test_the_sample_generator_example_writes_the_shipped_sample(tmp_path):
 
 
 def test_the_strict_config_example_is_the_line_a_typo_gives(tmp_path):
-    expected = block_after("and any invalid value, with one line and exit 2:", "text")
+    guide = page("admin/configure.md")
+    expected = block_after("and any invalid value, with one line and exit 2:", "text", guide)
     conf = tmp_path / "etc" / "nova-orphans" / "nova-orphans.conf"
     conf.parent.mkdir(parents=True)
     conf.write_text("[agent]\ndryrun = true\n")
@@ -90,31 +99,37 @@ def test_the_strict_config_example_is_the_line_a_typo_gives(tmp_path):
     assert done.returncode == 2
     assert done.stderr == expected.replace("/etc/", f"{tmp_path}/etc/") + "\n"
     validator = pathlib.Path(sys.executable).parent / "oslo-config-validator"
-    line = README.split("`oslo-config-validator ", 1)[1].split("`", 1)[0]
+    line = guide.split("`oslo-config-validator ", 1)[1].split("`", 1)[0]
     done = run_shell(f"{validator} {line.replace('FILE', '/etc/nova-orphans/nova-orphans.conf')}",
                      tmp_path)  # fmt: skip
     assert done.returncode != 0 and "dryrun" in done.stdout + done.stderr
 
 
 def test_the_configuration_example_loads_as_written(tmp_path):
-    """The README's [DEFAULT]/[libvirt]/[nova] example passes the strict loader."""
+    """The README's minimal configuration and the configuration guide's
+    [DEFAULT]/[libvirt]/[nova]/[services] example pass the strict loader."""
     from nova_orphans import conf as config
 
     etc = tmp_path / "etc"
     (etc / "nova").mkdir(parents=True)
     for name in ("nova.conf", "nova-compute.conf"):
         (etc / "nova" / name).write_text("[DEFAULT]\nhost = compute-17\n")
-    path = tmp_path / "nova-orphans.conf"
-    path.write_text(block_after("### Logging", "ini").replace("/etc/", f"{etc}/"))
-    conf = config.load([str(path)])
-    assert conf.nova.auth_type == "password" and conf.nova.username == "nova-orphans"
-    assert conf.nova_config_file == [f"{etc}/nova/nova.conf", f"{etc}/nova/nova-compute.conf"]
-    assert config.host_settings(conf).host == "compute-17"
+    examples = {
+        "README": block_after("## A minimal configuration", "ini", README),
+        "guide": block_after("## Logging", "ini", page("admin/configure.md")),
+    }
+    for name, example_text in examples.items():
+        path = tmp_path / f"{name}.conf"
+        path.write_text(example_text.replace("/etc/", f"{etc}/"))
+        conf = config.load([str(path)])
+        assert conf.nova.auth_type == "password" and conf.nova.username == "nova-orphans", name
+        assert conf.nova_config_file == [f"{etc}/nova/nova.conf", f"{etc}/nova/nova-compute.conf"]
+        assert config.host_settings(conf).host == "compute-17", name
 
 
 def test_the_jq_example_reads_the_counts(tmp_path):
     jq = tools.tool("jq", "jq")
-    line = next(x for x in README.splitlines() if "| jq '" in x)
+    line = next(x for x in page("reference/json.md").splitlines() if "| jq '" in x)
     query = line.split("| jq ", 1)[1].split("`", 1)[0]
     # NOTE: the demo prints the same document shape as (fleet) audit, with no cloud needed.
     done = run_shell(f"nova-orphans demo --format json | {jq} {query}", tmp_path)
@@ -125,7 +140,8 @@ def test_the_quarantine_jq_example_lists_the_restorable_entries(tmp_path):
     from tests.unit.test_quarantine_cli import OLD, YOUNG, State
 
     jq = tools.tool("jq", "jq")
-    line = next(x for x in README.splitlines() if "quarantine list --format json | jq" in x)
+    text = page("reference/json.md")
+    line = next(x for x in text.splitlines() if "quarantine list --format json | jq" in x)
     command = line.split("`")[1]
     state = State(tmp_path)
     state.entry(OLD, 2, journal=True)
@@ -138,7 +154,9 @@ def test_the_quarantine_jq_example_lists_the_restorable_entries(tmp_path):
 
 def test_nova_policy_example_writes_the_shipped_rules(tmp_path):
     (tmp_path / "etc" / "nova" / "policy.d").mkdir(parents=True)
-    done = run_shell(example("nova-orphans nova-policy >"), tmp_path)
+    done = run_shell(
+        example("nova-orphans nova-policy >", page("admin/least-privilege.md")), tmp_path
+    )
     assert done.returncode == 0, done.stderr
     written = tmp_path / "etc" / "nova" / "policy.d" / "nova-orphans.yaml"
     assert written.read_text() == files.shipped(files.NOVA_POLICY)

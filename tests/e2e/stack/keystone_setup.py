@@ -9,8 +9,9 @@ the stack's nova venv python: ``keystone_setup.py STATE ADMIN_PASSWORD SERVICE_P
   there: every service of the stack uses it (keystonemiddleware, and their calls to each
   other). One user for all: each Keystone call costs about half a second on a busy 2-core
   machine.
-- The least-privilege setup of the README: role ``nova-orphans-reader`` and user
-  ``nova-orphans`` (project ``service``) holding that role and nothing else.
+- The least-privilege setup of doc/source/admin/least-privilege.md: role
+  ``nova-orphans-reader`` and user ``nova-orphans`` (project ``service``) holding that role and
+  nothing else.
 
 Writes STATE/keystone.json with what the tests need (URLs, names, passwords, IDs).
 """
