@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import tempfile
 from typing import Any
 
@@ -115,15 +114,14 @@ def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
     findings' danger is ``unknown``, never "none".
     """
     if not result.identity.verified:
-        print(f"nova-orphans: warning: {result.identity.reason}", file=sys.stderr)
+        common.warn(result.identity.reason)
     unknown = {
         d.detail for f in result.findings for d in f.dangers or () if d.kind is DangerKind.UNKNOWN
     }
     if unknown:
-        print(
-            f"nova-orphans: warning: danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
-            f"findings: {'; '.join(sorted(unknown))}",
-            file=sys.stderr,
+        common.warn(
+            f"danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
+            f"findings: {'; '.join(sorted(unknown))}"
         )
     as_json = args.format == "json"
     print(report.render_json(result) if as_json else report.render_table(result, args.wide))

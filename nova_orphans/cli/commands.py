@@ -263,10 +263,18 @@ def days(value: str) -> float:
 
 
 def host_list(value: str) -> tuple[str, ...]:
-    """Comma-separated host names, each once, in their order."""
+    """Comma-separated host names (RFC 1123, ``check_host_name``), each once, in their order."""
     hosts = tuple(dict.fromkeys(h.strip() for h in value.split(",") if h.strip()))
     if not hosts:
         raise argparse.ArgumentTypeError("no host names given")
+    # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
+    from nova_orphans.core.hostname import NotAHostName, check_host_name
+
+    for host in hosts:
+        try:
+            check_host_name(host)
+        except NotAHostName as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return hosts
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+from typing import TextIO
 
 from nova_orphans import exits
 
@@ -38,7 +39,20 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def say(text: str, stream: TextIO | None = None, end: str = "\n") -> None:
+    """Print one line of text (stdout unless ``stream``), escaped (``table.escape``): it
+    may name what Nova, a guest or another host's report chose (docs/design.md rule 20)."""
+    from nova_orphans import table  # NOTE: here: the parser imports no module it can spare
+
+    print(table.escape(text), file=stream or sys.stdout, end=end, flush=stream is sys.stderr)
+
+
+def warn(message: str) -> None:
+    """Print ``message`` as one warning line on stderr."""
+    say(f"nova-orphans: warning: {message}", sys.stderr)
+
+
 def fail(code: int, message: str) -> int:
-    """Print ``message`` as one line on stderr and return ``code``."""
-    print(f"nova-orphans: {message}", file=sys.stderr)
+    """Print ``message`` as one line on stderr (escaped) and return ``code``."""
+    say(f"nova-orphans: {message}", sys.stderr)
     return code

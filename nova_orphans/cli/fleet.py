@@ -27,7 +27,14 @@ from nova_orphans.core.model import Selector
 from nova_orphans.fleet import render, render_reports, reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
-from nova_orphans.fleet.scan import OnProgress, Progress, Scanner, libvirt_scan, scan_hosts
+from nova_orphans.fleet.scan import (
+    OnProgress,
+    Progress,
+    Scanner,
+    libvirt_scan,
+    scan_hosts,
+    uri_for,
+)
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
@@ -93,7 +100,7 @@ def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> Flee
     template = args.uri_template or conf.fleet.uri_template
     if "{host}" not in template:
         raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
-    config.check_libvirt_uri(template.replace("{host}", "host"))
+    config.check_libvirt_uri(uri_for(template, "host"))
     # NOTE: host_settings resolves the local host's settings; of those only the
     # deny list and instances_path apply to every host of the fleet.
     local = config.host_settings(conf)

@@ -235,8 +235,8 @@ def _restore(
     except guarded.RestoreRefused as exc:
         return common.fail(common.EXIT_ERROR, f"refused: {exc}")
     if restored.warning:
-        print(f"nova-orphans: warning: {restored.warning}", file=sys.stderr)
-    print(
+        common.warn(restored.warning)
+    common.say(
         f"restored {entry.uuid}: {restored.detail}; on hold: the agent leaves it alone until "
         f"`nova-orphans release {entry.uuid}`"
     )
@@ -255,7 +255,7 @@ def release_guest(args: argparse.Namespace) -> int:
             journal.close()
     if released is None:
         raise common.UsageError(f"{args.uuid} is not on hold; nothing released")
-    print(
+    common.say(
         f"released {args.uuid} (on hold since {released.since.isoformat()}: "
         f"{released.reason}); the agent will see it afresh"
     )
@@ -304,7 +304,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
     finally:
         effects.close()
     for p in purged:
-        print(_purged_line(p))
+        common.say(_purged_line(p))
     return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK
 
 
@@ -314,9 +314,9 @@ def _confirmed(due: list[QuarantineEntry]) -> bool:
     NOTE: the purge is the one irreversible step; a script (no terminal) is not asked.
     """
     for entry in due:
-        print(f"would purge {entry.uuid} (reaped {entry.reaped_at}): {entry.path}")
+        common.say(f"would purge {entry.uuid} (reaped {entry.reaped_at}): {entry.path}")
     entries = f"{len(due)} entries" if len(due) > 1 else "this entry"
-    print(f"purge {entries} for good? [y/N] ", end="", file=sys.stderr, flush=True)
+    common.say(f"purge {entries} for good? [y/N] ", sys.stderr, end="")
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 

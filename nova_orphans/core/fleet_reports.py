@@ -4,11 +4,14 @@ Each host's agent (``[agent] report_file``) or a per-host ``audit --format json`
 writes what it saw; the fleet merges those reports with Nova's list of compute
 hosts, so no central process needs a libvirt connection to every hypervisor.
 
-Only *trusted* reports (fresh, identity verified) are merged as truth. A report
-older than ``max_age`` is stale, one whose libvirt read was not proven to be
-the hypervisor Nova calls its host is unreliable: both are reported and never
-create split-brain or duplicates. A compute host with no report is missing; a
-file that is not a report is unreadable. None of these is ever "no domains".
+Only *trusted* reports (fresh, identity verified, of a host Nova knows) are merged
+as truth. A report older than ``max_age`` is stale. A report is unreliable when its
+libvirt read was not proven to be the hypervisor Nova calls its host, when it names a
+host that runs no nova-compute service Nova knows, when it is dated more than
+``REPORT_CLOCK_SKEW`` ahead, or when two current reports of one host disagree: all
+are reported and never create split-brain or duplicates (reports are hostile input,
+docs/design.md rule 20). A compute host with no report is missing; a file that is not
+a report is unreadable. None of these is ever "no domains".
 
 NOTE: reports are not one snapshot: host A may have written its report before a
 live migration to host B finished and B after it. So a UUID seen running on two
@@ -157,26 +160,56 @@ class MergedFleet:
         )
 
 
-def newest_per_host(
-    reports: Iterable[PerHostReport],
-) -> tuple[dict[str, PerHostReport], dict[str, str]]:
-    """One report per host, the newest (ties: the first source by name), and a note where
-    older reports of the same host were set aside."""
-    by_host: dict[str, list[PerHostReport]] = {}
-    for report in reports:
-        by_host.setdefault(report.host, []).append(report)
-    chosen: dict[str, PerHostReport] = {}
-    notes: dict[str, str] = {}
-    for host, candidates in by_host.items():
-        ordered = sorted(candidates, key=lambda r: (-r.checked_at.timestamp(), r.source))
-        chosen[host] = ordered[0]
-        if len(ordered) > 1:
-            older = ", ".join(f"{r.source} ({r.checked_at.isoformat()})" for r in ordered[1:])
-            notes[host] = (
-                f"{len(ordered)} reports for this host: the newest, {ordered[0].source} "
-                f"({ordered[0].checked_at.isoformat()}), is used; set aside: {older}"
-            )
-    return chosen, notes
+#: How far ahead of this host's clock a report may be dated and still count as written now
+#: (docs/design.md §9): NTP keeps hosts within milliseconds, so a minute is generous; a
+#: report dated further ahead is unreliable, whatever the max age (a clock far off, or a
+#: forged report made to stay "newest"; reports are hostile input, rule 20).
+REPORT_CLOCK_SKEW = datetime.timedelta(seconds=60)
+
+
+def _content(report: PerHostReport) -> tuple[frozenset[tuple[str, str]], ...]:
+    """What a report says the host holds: its domains (UUID, state) and findings (UUID, kind)."""
+    return (
+        frozenset((d.uuid, d.state.value) for d in report.domains),
+        frozenset((f.uuid, f.kind.value) for f in report.findings),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reports:
+    """One host's reports: the one shown (the newest), and what the others say against it."""
+
+    chosen: PerHostReport
+    #: Reports dated more than ``REPORT_CLOCK_SKEW`` ahead of now.
+    ahead: tuple[PerHostReport, ...]
+    #: Reports within the max age (and not ahead) that disagree with the newest of them.
+    conflicting: tuple[PerHostReport, ...]
+    note: str | None
+
+
+def _of_one_host(
+    candidates: Sequence[PerHostReport],
+    now: datetime.datetime,
+    max_age: datetime.timedelta,
+    skew: datetime.timedelta,
+) -> _Reports:
+    """The newest report (ties: the first source by name), the reports dated ahead, and
+    the current reports (within the max age, not ahead) that disagree with the newest
+    current one: those are *conflicting* (docs/design.md §9)."""
+    ordered = sorted(candidates, key=lambda r: (-r.checked_at.timestamp(), r.source))
+    ahead = tuple(r for r in ordered if r.checked_at - now > skew)
+    current = [r for r in ordered if r not in ahead and now - r.checked_at <= max_age]
+    conflicting = tuple(r for r in current[1:] if _content(r) != _content(current[0]))
+    note = None
+    if len(ordered) > 1:
+        older = ", ".join(f"{r.source} ({r.checked_at.isoformat()})" for r in ordered[1:])
+        note = (
+            f"{len(ordered)} reports for this host: the newest, {ordered[0].source} "
+            f"({ordered[0].checked_at.isoformat()}), is used; set aside: {older}"
+        )
+    if conflicting:
+        note = None  # NOTE: none is used; the standing names them all
+    return _Reports(ordered[0], ahead, (current[0], *conflicting) if conflicting else (), note)
 
 
 def standings(
@@ -185,10 +218,14 @@ def standings(
     compute_hosts: Sequence[str],
     now: datetime.datetime,
     max_age: datetime.timedelta,
+    skew: datetime.timedelta = REPORT_CLOCK_SKEW,
 ) -> tuple[tuple[HostStanding, ...], tuple[BadReport, ...]]:
     """Every host Nova lists or a report names, with its standing; and the bad reports
     that name no host. Sorted by host name."""
-    chosen, notes = newest_per_host(reports)
+    by_host: dict[str, list[PerHostReport]] = {}
+    for each in reports:
+        by_host.setdefault(each.host, []).append(each)
+    chosen = {h: _of_one_host(r, now, max_age, skew) for h, r in by_host.items()}
     bad_by_host: dict[str, list[BadReport]] = {}
     unattributed = []
     for item in bad:
@@ -199,32 +236,51 @@ def standings(
     known = set(compute_hosts)
     result = []
     for host in sorted(known | chosen.keys() | bad_by_host.keys()):
-        report = chosen.get(host)
-        extra = [notes[host]] if host in notes else []
+        seen = chosen.get(host)
+        extra = [seen.note] if seen and seen.note else []
         extra += [f"{b.source}: {b.reason}" for b in bad_by_host.get(host, [])]
-        standing, why = _standing(report, bad_by_host.get(host), now, max_age)
+        standing, why = _standing(seen, bad_by_host.get(host), host in known, now, max_age, skew)
+        report = seen.chosen if seen else None
         result.append(HostStanding(host, standing, report, tuple([*why, *extra]), host in known))
     return tuple(result), tuple(unattributed)
 
 
 def _standing(
-    report: PerHostReport | None,
+    seen: _Reports | None,
     bad: list[BadReport] | None,
+    known: bool,
     now: datetime.datetime,
     max_age: datetime.timedelta,
+    skew: datetime.timedelta,
 ) -> tuple[Standing, list[str]]:
-    if report is None:
+    """A host's standing and why. NOTE: reports are hostile input (docs/design.md rule 20):
+    a host Nova does not know, a report dated ahead and reports that disagree are each
+    unreliable, so that no report can stand in for, or hide, another host's."""
+    if seen is None:
         if bad:
             return Standing.UNREADABLE, ["its only report(s) could not be used"]
         return Standing.MISSING, ["Nova lists a nova-compute service here; no report"]
-    age = now - report.checked_at
-    if -age > max_age:
-        # NOTE: a report from the future (a host's clock ahead) would otherwise stay fresh
-        # for as long as the clock is off.
-        return Standing.STALE, [
-            f"report from {report.checked_at.isoformat()} is {_seconds(-age)} in the future "
-            f"(max age {_seconds(max_age)}; is the host's clock right?): not merged"
+    report = seen.chosen
+    if not known:
+        return Standing.UNRELIABLE, [
+            "no nova-compute service of Nova runs on this host: a report for a host Nova "
+            "does not know is not merged"
         ]
+    if seen.ahead:
+        first = seen.ahead[0]
+        return Standing.UNRELIABLE, [
+            f"{first.source} is dated {first.checked_at.isoformat()}, "
+            f"{_seconds(first.checked_at - now)} ahead of this host's clock (more than the "
+            f"{_seconds(skew)} allowed; is that host's clock right, or the report forged?): "
+            "not merged"
+        ]
+    if seen.conflicting:
+        named = ", ".join(f"{r.source} ({r.checked_at.isoformat()})" for r in seen.conflicting)
+        return Standing.UNRELIABLE, [
+            f"{len(seen.conflicting)} reports of this host within the max age disagree on "
+            f"its domains or findings: {named}; none is merged"
+        ]
+    age = now - report.checked_at
     if age > max_age:
         return Standing.STALE, [
             f"report from {report.checked_at.isoformat()} is {_seconds(age)} old "

@@ -160,7 +160,12 @@ def summary(fleet: MergedFleet) -> str:
 
 
 def problems(fleet: MergedFleet) -> str:
-    """One line naming every host and report that could not be merged (for stderr)."""
-    parts = [f"{h.host} {h.standing.value}" for h in fleet.incomplete]
+    """One line naming every host and report that could not be merged, and why (for stderr;
+    a missing host's why is its standing)."""
+    parts = [
+        f"{h.host} {h.standing.value}"
+        + (f" ({h.notes[0]})" if h.notes and h.standing is not Standing.MISSING else "")
+        for h in fleet.incomplete
+    ]
     parts += [f"{b.source} unreadable ({b.reason})" for b in fleet.unattributed]
     return f"{len(parts)} report(s) not merged: {'; '.join(parts)}"

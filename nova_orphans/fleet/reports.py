@@ -6,6 +6,9 @@ stream of JSON documents (stdin: concatenated or one per line). Every document
 becomes a ``PerHostReport`` or a ``BadReport`` saying why it cannot be used —
 a file that is not JSON, not an object, of another schema, or lacking what the
 merge needs is reported as such, never read as a host with no domains.
+
+NOTE: reports are hostile input (docs/design.md rule 20): a report is read only from a
+regular file, and at most ``REPORT_MAX_BYTES`` of it; a bigger one is not read at all.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -22,6 +26,11 @@ from nova_orphans.core.model import DomainState, Kind, Usage
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
 READABLE_SCHEMAS = (None, 1)
 REPORT_SUFFIX = ".json"
+#: The most bytes one report may have. NOTE: a report holds ≈ 1 KiB per domain (its
+#: finding, reason and usage included), so 8 MiB is thousands of guests on one host.
+REPORT_MAX_BYTES = 8 * 1024 * 1024
+#: The most bytes read from standard input (every report of the fleet in one stream).
+STREAM_MAX_BYTES = 64 * REPORT_MAX_BYTES
 
 Parsed = PerHostReport | BadReport
 
@@ -45,8 +54,10 @@ def read_directory(path: str) -> list[Parsed]:
 
 def _read_file(path: str, source: str) -> Parsed:
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        data = _read_capped(path)
+        if len(data) > REPORT_MAX_BYTES:
+            return BadReport(source, f"larger than {REPORT_MAX_BYTES} bytes: not read")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return BadReport(source, f"unreadable: {getattr(exc, 'strerror', None) or exc}")
     try:
@@ -56,9 +67,30 @@ def _read_file(path: str, source: str) -> Parsed:
     return parse_document(document, source)
 
 
+def _read_capped(path: str) -> bytes:
+    """At most ``REPORT_MAX_BYTES`` + 1 bytes of the regular file ``path``.
+
+    NOTE: opened without blocking and checked on the open file: a FIFO or a device put in
+    the file's place after the directory was listed is refused, never waited on or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return handle.read(REPORT_MAX_BYTES + 1)
+
+
 def read_stream(stream: IO[str]) -> list[Parsed]:
-    """Every JSON document of ``stream``; garbage ends the stream with one ``BadReport``."""
-    parsed = list(_documents(stream.read()))
+    """Every JSON document of ``stream``; garbage ends the stream with one ``BadReport``.
+
+    At most ``STREAM_MAX_BYTES`` are read; a longer stream adds one ``BadReport`` saying so,
+    and a document longer than ``REPORT_MAX_BYTES`` is a ``BadReport`` of its own."""
+    text = stream.read(STREAM_MAX_BYTES + 1)
+    parsed = list(_documents(text[:STREAM_MAX_BYTES]))
+    if len(text) > STREAM_MAX_BYTES:
+        parsed.append(
+            BadReport("stdin", f"more than {STREAM_MAX_BYTES} characters: the rest is not read")
+        )
     if not parsed:
         raise NoReports("no report on standard input")
     return parsed
@@ -74,12 +106,16 @@ def _documents(text: str) -> Iterator[Parsed]:
             return
         number += 1
         source = f"stdin #{number}"
+        start = position
         try:
             document, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             # NOTE: after garbage there is no telling where the next document starts.
             yield BadReport(source, f"not JSON ({exc.msg} at character {exc.pos}); rest ignored")
             return
+        if position - start > REPORT_MAX_BYTES:
+            yield BadReport(source, f"larger than {REPORT_MAX_BYTES} characters: not read")
+            continue
         yield parse_document(document, source)
 
 

@@ -17,8 +17,10 @@ import dataclasses
 import queue
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 
+from nova_orphans.core.hostname import NotAHostName, check_host_name
 from nova_orphans.core.model import Domain
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.hypervisor import LibvirtObserver
@@ -68,8 +70,12 @@ def libvirt_scan(uri: str) -> tuple[Domain, ...]:
 
 
 def uri_for(template: str, host: str) -> str:
-    """The libvirt URI of ``host``: ``{host}`` in ``template`` replaced by its name."""
-    return template.replace("{host}", host)
+    """The libvirt URI of ``host``: ``{host}`` in ``template`` replaced by its name,
+    checked (``check_host_name``) and percent-encoded; raises ``NotAHostName``.
+
+    NOTE: a checked name has nothing to encode; the encoding keeps any later change of
+    the check from putting raw text into a URI (docs/design.md rule 20)."""
+    return template.replace("{host}", urllib.parse.quote(check_host_name(host), safe=""))
 
 
 @dataclasses.dataclass
@@ -93,7 +99,8 @@ def scan_hosts(
     """Scan every host, ``concurrency`` at a time, each within ``timeout`` seconds.
 
     Returns one ``HostScan`` per host, in the order of ``hosts``. A libvirt
-    failure or a timeout makes that host unreachable; the others are unaffected.
+    failure, a timeout or a name that is no host name (``check_host_name``: no URI is
+    built, nothing is opened) makes that host unreachable; the others are unaffected.
     Errors other than ``ObserveError`` are bugs and are raised here. ``progress``
     is told how far the scan is after each host and every ``PROGRESS_TICK`` seconds;
     ``on_scanned`` is given each host's scan as soon as it ends (in the caller's thread).
@@ -106,10 +113,19 @@ def scan_hosts(
     results: dict[str, HostScan] = {}
     tick = PROGRESS_TICK if progress else None
     while waiting or in_flight:
+        ended: list[HostScan] = []
         while waiting and len(in_flight) < concurrency:
             host = waiting.popleft()
-            in_flight[host] = _start(host, uri_for(template, host), scanner, done, clock)
-        for scan in _collect(done, in_flight, results, timeout, clock, tick):
+            try:
+                uri = uri_for(template, host)
+            except NotAHostName as exc:
+                results[host] = HostScan(host, "", None, f"{exc}: no libvirt URI built")
+                ended.append(results[host])
+                continue
+            in_flight[host] = _start(host, uri, scanner, done, clock)
+        if in_flight:
+            ended += _collect(done, in_flight, results, timeout, clock, tick)
+        for scan in ended:
             if on_scanned:
                 on_scanned(scan)
         if progress:

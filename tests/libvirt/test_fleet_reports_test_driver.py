@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
+import os
 import pathlib
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Kind
 from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fleet import reports
 from tests import report_schema, worlds
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
@@ -228,9 +230,11 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
 
 
 def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys):
+    """An older, stale report of a host is set aside (a current one that disagreed would
+    make the host unreliable: see the conflicting reports below)."""
     cloud.nova.boot("cmp-1", "split", SPLIT)
     cloud.audit("cmp-1", [domain(SPLIT)])
-    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=9, name="cmp-2-old.json")
+    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=40, name="cmp-2-old.json")
     cloud.audit("cmp-2", [], minutes_ago=2, name="cmp-2-new.json")
     (cloud.reports / "cmp-2.json").unlink(missing_ok=True)
     cloud.audit("cmp-3", [])
@@ -377,6 +381,125 @@ def test_the_hosts_reports_are_ranked_by_untracked_memory(cloud, capsys):
         "cmp-2",
         "cmp-1",
     ]
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, bytes]:
+    """Every file of ``directory`` and its bytes (the fleet audit changes none)."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def orphan_on_cmp_1(cloud: Cloud) -> str:
+    """cmp-1's real report holds a ``deleted`` orphan; cmp-2 and cmp-3 are clean."""
+    gone = cloud.nova.boot("cmp-1")
+    cloud.nova.local_delete(gone, at=cloud.nova.clock)
+    cloud.audit("cmp-1", [*healthy(cloud, "cmp-1"), domain(gone)], minutes_ago=5)
+    for host in ("cmp-2", "cmp-3"):
+        cloud.audit(host, healthy(cloud, host))
+    return gone
+
+
+def forge(cloud: Cloud, of: str, name: str, *, minutes_ahead: float, **fields) -> None:
+    """A copy of host ``of``'s real report, dated ``minutes_ahead`` of now, saying ``fields``."""
+    document = json.loads((cloud.reports / f"{of}.json").read_text())
+    at = cloud.now + datetime.timedelta(minutes=minutes_ahead)
+    document |= {"checked_at": at.isoformat(), **fields}
+    (cloud.reports / name).write_text(json.dumps(document))
+
+
+def test_a_report_dated_ahead_cannot_hide_a_hosts_real_orphan(cloud, capsys):
+    """docs/design.md rule 20: a report of cmp-1 dated 25 minutes ahead (inside the max
+    age) saying cmp-1 holds nothing was taken as its newest: exit 0, the real ``deleted``
+    orphan hidden. It is unreliable: exit 1, one line naming it, nothing changed."""
+    orphan_on_cmp_1(cloud)
+    forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=25, findings=[], domains=[])
+    before = snapshot(cloud.reports)
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    line = one_line(err)
+    assert "cmp-1 unreliable (cmp-1-forged.json is dated" in line
+    assert "s ahead of this host's clock (more than the 60 s allowed" in line
+    assert by_host(document)["cmp-1"]["status"] == "unreliable"
+    assert snapshot(cloud.reports) == before
+
+
+def test_two_current_reports_of_one_host_that_disagree_are_flagged_not_merged(cloud, capsys):
+    """docs/design.md rule 20: a report dated just now saying cmp-1 holds nothing
+    disagrees with cmp-1's own report within the max age: neither is merged (exit 1)."""
+    orphan_on_cmp_1(cloud)
+    forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=0, findings=[], domains=[])
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert "cmp-1 unreliable (2 reports of this host within the max age disagree" in (one_line(err))
+    assert by_host(document)["cmp-1"]["findings"] is None
+
+
+def test_a_report_for_a_host_nova_does_not_know_is_flagged_not_merged(cloud, capsys):
+    """docs/design.md rule 20: a report naming cmp-9, which runs no nova-compute service
+    Nova knows, was merged as trusted (its copy could pair with a real host's into a
+    split-brain). It is unreliable: exit 1."""
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [])
+    cloud.audit("cmp-3", [])
+    forge(cloud, "cmp-1", "cmp-9.json", minutes_ahead=0, host="cmp-9")
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert "cmp-9 unreliable (no nova-compute service of Nova runs on this host" in (one_line(err))
+    assert document["split_brain"] == []
+    cmp9 = by_host(document)["cmp-9"]
+    assert (cmp9["status"], cmp9["known_to_nova"]) == ("unreliable", False)
+
+
+def test_a_report_larger_than_the_cap_is_not_read(cloud, capsys):
+    """docs/design.md rule 20: a report file is read up to ``REPORT_MAX_BYTES``; a bigger
+    one (here a real report padded with blanks) is unreadable, with one line, exit 1."""
+    for host in HOSTS:
+        cloud.audit(host, [])
+    path = cloud.reports / "cmp-2.json"
+    path.write_text(path.read_text() + " " * reports.REPORT_MAX_BYTES)
+    before = snapshot(cloud.reports)
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_ERROR
+    assert f"cmp-2.json unreadable (larger than {reports.REPORT_MAX_BYTES} bytes" in (one_line(err))
+    assert [u["source"] for u in document["unreadable"]] == ["cmp-2.json"]
+    assert by_host(document)["cmp-2"]["status"] == "missing"
+    assert snapshot(cloud.reports) == before
+
+
+def test_a_fifo_or_device_among_the_reports_is_never_read(cloud, capsys):
+    """A report path that is no regular file (a FIFO named like a report, a link to a
+    device) is never opened for reading: the audit neither blocks nor reads without end."""
+    for host in HOSTS:
+        cloud.audit(host, [])
+    os.mkfifo(cloud.reports / "fifo.json")
+    (cloud.reports / "zero.json").symlink_to("/dev/zero")
+    code, document, err = cloud.fleet(capsys)
+    assert code == cli.EXIT_OK, err
+    assert document["summary"]["trusted"] == 3
+
+
+def test_control_characters_of_a_report_are_escaped_in_the_table_exact_in_json(cloud, capsys):
+    """docs/design.md rule 20: a report's names and reasons are shown, never played: an
+    OSC sequence and a bidi override in a finding print as visible escapes in the table;
+    the JSON keeps them exactly (``json.dumps`` escapes them)."""
+    for host in HOSTS:
+        cloud.audit(host, [])
+    hostile = {
+        "uuid": SPLIT,
+        "name": "i-\x1b]0;X\x07",
+        "kind": "deleted",
+        "reason": "gone \u202etxt.exe\x9b",
+        "brief": "gone \u202etxt.exe\x9b",
+    }
+    forge(cloud, "cmp-2", "cmp-2.json", minutes_ahead=0, findings=[hostile])
+    code, document, _ = cloud.fleet(capsys)
+    assert code == cli.EXIT_FOUND
+    (finding,) = by_host(document)["cmp-2"]["findings"]
+    assert (finding["name"], finding["reason"]) == (hostile["name"], hostile["reason"])
+    text = "\n".join(fleet_table(cloud, capsys))
+    assert "i-\\x1b]0;X\\x07" in text and "gone \\u202etxt.exe\\x9b" in text
+    assert not [c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0)]
+    assert "\u202e" not in text
 
 
 def fleet_table(cloud: Cloud, capsys) -> list[str]:

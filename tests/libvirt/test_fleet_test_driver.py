@@ -312,12 +312,83 @@ def test_the_command_line_reads_hosts_template_concurrency_and_timeout() -> None
 
 @pytest.mark.parametrize(
     "argv",
-    [["--concurrency", "0"], ["--timeout", "-1"], ["--hosts", ","], ["--concurrency", "x"]],
-    ids=["zero concurrency", "negative timeout", "no host names", "concurrency not a number"],
+    [
+        ["--concurrency", "0"],
+        ["--timeout", "-1"],
+        ["--hosts", ","],
+        ["--concurrency", "x"],
+        ["--hosts", "cmp-1,cmp-2/system?command=id"],
+    ],
+    ids=[
+        "zero concurrency",
+        "negative timeout",
+        "no host names",
+        "concurrency not a number",
+        "a host that is no host name (docs/design.md rule 20)",
+    ],
 )
 def test_bad_command_line_values_are_refused(argv: list[str]) -> None:
     with pytest.raises(ValueError, match="argument --"):
         parser().parse_args(["fleet", "audit", *argv])
+
+
+#: Service host names Nova may list that are no host names: each would rewrite the URI.
+HOSTILE_HOSTS = (
+    "evil/system?command=touch /tmp/pwned&x=",
+    "root@evil",
+    "evil:2222",
+    "cmp-\x1b]0;X\x07",
+    "cmp-\u202e9",
+)
+
+
+def test_a_service_host_that_is_no_host_name_gets_no_uri_and_is_unreachable(
+    tmp_path: pathlib.Path,
+) -> None:
+    """docs/design.md rule 20: the URIs were built from Nova's service host names by plain
+    substitution, so a "host" carrying ``/system?command=…`` made the central host run a
+    program through ``qemu+ssh``. A name that is no RFC 1123 host name gets no URI: it is
+    reported unreachable (exit 1), the other hosts are still scanned, and the table shows
+    the name's control characters as escapes."""
+    fleet = Fleet(tmp_path)
+    fleet.managed("cmp-1", 1)
+    for host in HOSTILE_HOSTS:
+        fleet.nova.add_compute(host)
+    opened: list[str] = []
+
+    def scanner(uri: str) -> Sequence[Domain]:
+        opened.append(uri)
+        return libvirt_scan(f"test://{fleet.directory}/cmp-1.xml") if "cmp-1" in uri else ()
+
+    fleet.write()
+    settings = fleet_cli.FleetSettings(None, "qemu+ssh://{host}/system", 4, 30.0)
+    result = fleet_cli.run_audit(settings, fleet.nova, NOW, scanner, retry=lambda call: call())
+    assert opened == ["qemu+ssh://cmp-1/system"]
+    assert sorted(h.host for h in result.unreachable) == sorted(HOSTILE_HOSTS)
+    assert all("is not a host name" in (h.error or "") for h in result.unreachable)
+    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    text = render.render_table(result, wide=True)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "cmp-\\x1b]0;X\\x07" in text and "cmp-\\u202e9" in text
+
+
+def test_a_service_host_name_cannot_point_the_test_driver_at_another_file(
+    tmp_path: pathlib.Path,
+) -> None:
+    """docs/design.md rule 20: ``test://DIR/{host}.xml`` with the host ``../outside/cmp-9``
+    read a world outside DIR; the name is refused before any URI is built."""
+    fleet = Fleet(tmp_path / "worlds")
+    fleet.directory.mkdir()
+    fleet.managed("cmp-1", 1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "cmp-9.xml").write_text(worlds.node([nova_domain(UNKNOWN)]), encoding="utf-8")
+    fleet.nova.add_compute("../outside/cmp-9")
+    result = fleet.audit()
+    (refused,) = result.unreachable
+    assert refused.host == "../outside/cmp-9" and refused.uri == ""
+    assert "is not a host name" in (refused.error or "")
+    assert kinds(result, "cmp-1") == []
 
 
 def test_a_template_without_host_is_a_config_error() -> None:

@@ -1,4 +1,8 @@
-"""Merging per-host reports (pure core): each case is one sentence about the fleet."""
+"""Merging per-host reports (pure core): each case is one sentence about the fleet.
+
+Reports are hostile input (docs/design.md rule 20): a report dated ahead, one for a host
+Nova does not know and reports of one host that disagree are unreliable, never merged.
+"""
 
 from __future__ import annotations
 
@@ -115,9 +119,21 @@ CASES = {
         (report("a", RUNNING), report("b", RUNNING, minutes=31)),
         standings=(("a", T), ("b", S)),
     ),
-    "a report dated further in the future than the max age is stale (a clock ahead)": Case(
+    "a report dated further in the future than the max age is unreliable (a clock ahead)": Case(
         (report("a", RUNNING), report("b", RUNNING, minutes=-31)),
-        standings=(("a", T), ("b", S)),
+        standings=(("a", T), ("b", U)),
+    ),
+    "a report dated ahead by more than the clock skew is unreliable, within the max age too": (
+        Case(
+            (report("a", RUNNING), report("b", RUNNING, minutes=-2)),
+            standings=(("a", T), ("b", U)),
+        )
+    ),
+    "a report dated ahead within the clock skew counts as written now": Case(
+        (report("a", RUNNING), report("b", RUNNING, minutes=-0.5)),
+        nova=server("a"),
+        split=(UUID,),
+        standings=(("a", T), ("b", T)),
     ),
     "an unproven identity makes the report unreliable: no split-brain from it": Case(
         (report("a", RUNNING), report("b", RUNNING, identity="unproven")),
@@ -135,11 +151,29 @@ CASES = {
         (report("a", RUNNING),),
         standings=(("a", T), ("b", M)),
     ),
-    "the newer of two reports of one host wins: the older one's copy is not counted": Case(
+    "the newer of two agreeing reports of one host is used": Case(
+        (
+            report("a", RUNNING),
+            report("b", RUNNING, minutes=2, source="b-new.json"),
+            report("b", RUNNING, minutes=5, source="b-old.json"),
+        ),
+        nova=server("a"),
+        split=(UUID,),
+        standings=(("a", T), ("b", T)),
+    ),
+    "two current reports of one host that disagree make it unreliable: neither is merged": Case(
         (
             report("a", RUNNING),
             report("b", minutes=2, source="b-new.json"),
             report("b", RUNNING, minutes=5, source="b-old.json"),
+        ),
+        standings=(("a", T), ("b", U)),
+    ),
+    "a stale report of a host does not conflict with its current one": Case(
+        (
+            report("a", RUNNING),
+            report("b", minutes=2, source="b-new.json"),
+            report("b", RUNNING, minutes=45, source="b-old.json"),
         ),
         standings=(("a", T), ("b", T)),
     ),
@@ -158,12 +192,10 @@ CASES = {
         bad=(core.BadReport("b.json", "'domains' is not a list", "b"),),
         standings=(("a", T), ("b", R)),
     ),
-    "a host that reports but runs no nova-compute Nova knows is still merged": Case(
+    "a report for a host that runs no nova-compute Nova knows is unreliable, not merged": Case(
         (report("a", RUNNING), report("c", RUNNING)),
         computes=("a",),
-        nova=server("a"),
-        split=(UUID,),
-        standings=(("a", T), ("c", T)),
+        standings=(("a", T), ("c", U)),
     ),
 }
 
@@ -230,3 +262,49 @@ def test_a_bad_report_naming_no_host_is_listed_apart() -> None:
     hosts, unattributed = core.standings([report("a")], [bad], ["a"], NOW, MAX_AGE)
     assert unattributed == (bad,)
     assert [h.host for h in hosts] == ["a"]
+
+
+def test_a_report_dated_ahead_cannot_hide_the_hosts_real_orphan() -> None:
+    """docs/design.md rule 20: a report dated 25 minutes ahead (within the max age) was
+    taken as the host's newest and hid its real ``deleted`` orphan; it is unreliable."""
+    real = report("a", findings=(DELETED,), minutes=5, source="a.json")
+    ahead = report("a", minutes=-25, source="a-forged.json")
+    hosts, _ = core.standings([real, ahead], [], ["a"], NOW, MAX_AGE)
+    merged = core.merge(hosts, (), lambda uuid: (None, ()), NOW, MAX_AGE)
+    (a,) = merged.hosts
+    assert a.standing is core.Standing.UNRELIABLE and not a.trusted
+    assert [h.host for h in merged.incomplete] == ["a"]  # exit 1, never a clean 0
+    assert "a-forged.json is dated" in a.notes[0] and "1500 s ahead" in a.notes[0]
+    assert f"{core.REPORT_CLOCK_SKEW.total_seconds():g} s allowed" in a.notes[0]
+
+
+def test_a_report_dated_now_cannot_hide_the_hosts_real_orphan() -> None:
+    """docs/design.md rule 20: a forged report dated just now, saying the host holds
+    nothing, disagrees with the host's own report within the max age: neither is merged,
+    and the note names both."""
+    real = report("a", findings=(DELETED,), minutes=5, source="a.json")
+    forged = report("a", minutes=0, source="a-forged.json")
+    hosts, _ = core.standings([real, forged], [], ["a"], NOW, MAX_AGE)
+    merged = core.merge(hosts, (), lambda uuid: (None, ()), NOW, MAX_AGE)
+    (a,) = merged.hosts
+    assert a.standing is core.Standing.UNRELIABLE and merged.incomplete == [a]
+    assert "2 reports of this host within the max age disagree" in a.notes[0]
+    assert "a-forged.json" in a.notes[0] and "a.json" in a.notes[0]
+
+
+def test_a_report_for_a_host_nova_does_not_know_is_flagged_and_creates_no_split_brain() -> None:
+    """docs/design.md rule 20: a report naming a host no nova-compute service has is
+    unreliable: it neither counts its findings nor pairs with a real host's copy."""
+    hosts, _ = core.standings(
+        [report("a", RUNNING), report("ghost", RUNNING, findings=(DELETED,))],
+        [],
+        ["a"],
+        NOW,
+        MAX_AGE,
+    )
+    merged = core.merge(hosts, (), lambda uuid: (server("a"), ()), NOW, MAX_AGE)
+    ghost = next(h for h in merged.hosts if h.host == "ghost")
+    assert ghost.standing is core.Standing.UNRELIABLE and not ghost.known_to_nova
+    assert "no nova-compute service of Nova runs on this host" in ghost.notes[0]
+    assert merged.split_brain == () and not merged.has_orphans
+    assert merged.incomplete == [ghost]

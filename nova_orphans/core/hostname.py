@@ -1,0 +1,31 @@
+"""Host names as RFC 1123 has them, checked before any URI is built from one.
+
+NOTE: the fleet's host names come from Nova's service listing (anyone who can register
+a nova-compute service chooses one) or from another host's report: hostile input
+(docs/design.md rule 20). A "host" carrying ``/``, ``?``, ``@`` or ``:`` would otherwise
+rewrite the libvirt URI built from it (``qemu+ssh://{host}/system``).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: One label (RFC 1123 §2.1): letters, digits and inner hyphens, 1 to 63 of them.
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
+#: The longest host name in its dotted text form.
+HOST_NAME_MAX = 253
+
+
+class NotAHostName(ValueError):
+    """A name that is no RFC 1123 host name: no URI is built from it."""
+
+
+def check_host_name(host: str) -> str:
+    """``host`` when it is an RFC 1123 host name (dot-separated labels of letters, digits
+    and inner hyphens, at most 253 characters); raises ``NotAHostName`` otherwise."""
+    if len(host) > HOST_NAME_MAX or not all(_LABEL.fullmatch(p) for p in host.split(".")):
+        raise NotAHostName(
+            f"{host!r} is not a host name (RFC 1123: dot-separated labels of letters, "
+            "digits and inner hyphens, at most 253 characters)"
+        )
+    return host
