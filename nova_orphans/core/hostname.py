@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 
 #: One label (RFC 1123 §2.1): letters, digits and inner hyphens, 1 to 63 of them.
-_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
+#: NOTE: an underscore is allowed too: nova-compute's ``host`` is free text, inventories
+#: do name hosts ``cmp_01``, and ``_`` means nothing in a URI (RFC 3986 "unreserved").
+_LABEL = re.compile(r"(?![-_])[A-Za-z0-9_-]{1,63}(?<![-_])", re.ASCII)
 #: The longest host name in its dotted text form.
 HOST_NAME_MAX = 253
 
@@ -22,10 +24,11 @@ class NotAHostName(ValueError):
 
 def check_host_name(host: str) -> str:
     """``host`` when it is an RFC 1123 host name (dot-separated labels of letters, digits
-    and inner hyphens, at most 253 characters); raises ``NotAHostName`` otherwise."""
+    and inner hyphens or underscores, at most 253 characters); raises ``NotAHostName``
+    otherwise."""
     if len(host) > HOST_NAME_MAX or not all(_LABEL.fullmatch(p) for p in host.split(".")):
         raise NotAHostName(
             f"{host!r} is not a host name (RFC 1123: dot-separated labels of letters, "
-            "digits and inner hyphens, at most 253 characters)"
+            "digits and inner hyphens or underscores, at most 253 characters)"
         )
     return host

@@ -11,14 +11,14 @@ import pytest
 from nova_orphans.core.hostname import NotAHostName, check_host_name
 from nova_orphans.fleet.scan import uri_for
 
-GOOD = ("cmp-1", "compute-1.example.org", "10.0.0.7", "a" * 63, ".".join(["b" * 63] * 3) + ".c")
+GOOD = ("cmp-1", "cmp_01", "compute-1.example.org", "10.0.0.7", "a" * 63, ".".join(["b" * 63] * 3) + ".c")
 BAD = {
     "a path and a query": "evil/system?command=touch /tmp/pwned",
     "a user": "root@evil",
     "a port": "evil:2222",
     "a percent-encoded slash": "evil%2fsystem",
     "a blank": "cmp 1",
-    "an underscore": "cmp_1",
+    "a leading underscore": "_cmp",
     "an empty label": "cmp..example.org",
     "a trailing dot": "cmp-1.",
     "a leading hyphen": "-cmp",
