@@ -11,7 +11,14 @@ import pytest
 from nova_orphans.core.hostname import NotAHostName, check_host_name
 from nova_orphans.fleet.scan import uri_for
 
-GOOD = ("cmp-1", "cmp_01", "compute-1.example.org", "10.0.0.7", "a" * 63, ".".join(["b" * 63] * 3) + ".c")
+GOOD = (
+    "cmp-1",
+    "cmp_01",
+    "compute-1.example.org",
+    "10.0.0.7",
+    "a" * 63,
+    ".".join(["b" * 63] * 3) + ".c",
+)
 BAD = {
     "a path and a query": "evil/system?command=touch /tmp/pwned",
     "a user": "root@evil",
