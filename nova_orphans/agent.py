@@ -33,6 +33,7 @@ from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, Obser
 from nova_orphans.observe.nova import NovaObserver, Transport
 from nova_orphans.observe.nova_tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
+from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 
 LOG = logging.getLogger(__name__)
@@ -131,6 +132,10 @@ class Agent:
     journal: Journal
     policy: Policy
     quarantine_root: str
+    #: This host's live lock, held by a live agent for as long as it runs (docs/design.md
+    #: rule 14); None for a dry run, which never takes it. ``live_lock.held`` says
+    #: whether this process holds it now.
+    live_lock: LiveLock | None = None
     instances_path: str = DEFAULT_INSTANCES_PATH
     #: Where nova-compute keeps its compute_id (nova.conf's directory, state_path).
     compute_id_dirs: tuple[str, ...] = ()
@@ -152,6 +157,15 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.nova_views = NovaTracker(self.nova, self.full_look_every)
+
+    def close(self) -> None:
+        """Close the effects and the journal, and give this host's live lock up."""
+        try:
+            self.effects.close()
+            self.journal.close()
+        finally:
+            if self.live_lock is not None:
+                self.live_lock.release()
 
     def cycle(self, should_stop: Callable[[], bool] = lambda: False) -> CycleResult:
         """Run one cycle; never raises for an observation failure."""

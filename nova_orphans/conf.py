@@ -29,6 +29,7 @@ from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
+from nova_orphans.record.lock import LIVE_LOCK_FILE
 
 NOVA_GROUP = "nova"
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
@@ -235,7 +236,17 @@ agent_opts = [
     cfg.StrOpt(
         "journal_path",
         help="SQLite journal. Default: <state_dir>/journal.sqlite. One 'nova-orphans run' "
-        "at a time holds it (lock file <journal_path>.lock); a second one exits with 2.",
+        "at a time holds it (lock file <journal_path>.lock, beside the journal's real path, "
+        "symlinks resolved); a second one exits with 2.",
+    ),
+    cfg.StrOpt(
+        "live_lock_file",
+        default=LIVE_LOCK_FILE,
+        help="This host's live-agent lock: every live 'nova-orphans run' on the host, whatever "
+        "its state_dir, takes it, so one live agent drives this host's libvirt (a second "
+        "exits with 2 naming the holder); dry runs do not take it. It must be the same file "
+        "for every agent on the host: a container bind-mounts the host's /run/nova-orphans. "
+        "Change it only for tests.",
     ),
     cfg.StrOpt("quarantine_dir", help="Quarantine (mode 0700). Default: <state_dir>/quarantine."),
     cfg.BoolOpt(

@@ -40,6 +40,18 @@ def world(tmp_path: pathlib.Path) -> str:
 
 
 @pytest.fixture(autouse=True)
+def _own_live_lock(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test is a host of its own: its live agents share one live lock, not the machine's.
+
+    NOTE: through oslo.config's environment source (``OS_<GROUP>__<OPTION>``), so the
+    agents a test starts in other processes take the same file (the environment wins
+    over a config file: a test that sets ``[agent] live_lock_file`` removes it). No test
+    takes (or leaves) ``/run/nova-orphans/live.lock`` of the machine it runs on.
+    """
+    monkeypatch.setenv("OS_AGENT__LIVE_LOCK_FILE", str(tmp_path / "host-run" / "live.lock"))
+
+
+@pytest.fixture(autouse=True)
 def _restore_logging():
     """Every command sets up oslo.log on the root logger; each test starts and ends as it found it.
 

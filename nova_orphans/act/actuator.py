@@ -7,6 +7,7 @@ journals the outcome, and reports it once through ``_record``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import logging
@@ -175,9 +176,12 @@ class Actuator:
         saved = Manifest(uuid, finding.kind.value, stamp, name, False, tuple(leftovers))
         # NOTE: written first, so that even a reap refused below leaves no anonymous directory.
         self._effects.write_manifest(directory, saved)
-        saved = dataclasses.replace(saved, kept=self._effects.keep_state(uuid, directory))
+        kept = self._effects.keep_state(uuid, directory)
+        # NOTE: marked before the undefine: once the domain may be gone the manifest never
+        # calls the directory a mere copy, even if no later write lands (docs/design.md §7).
+        saved = dataclasses.replace(saved, kept=kept, undefining=True)
         self._effects.write_manifest(directory, saved)
-        undefined = self._effects.undefine(uuid, directory)
+        undefined = self._undefine(uuid, directory, saved)
         entry = QuarantineEntry(uuid, stamp, finding.kind.value, directory, False, leftovers)
         if not self._dry_run:
             self._journal.add_quarantine(entry)
@@ -195,6 +199,19 @@ class Actuator:
         return f"{undefined}; kept {saved.holds()}; {files_detail}" + (
             f"; left for the operator: {', '.join(leftovers)}" if leftovers else ""
         )
+
+    def _undefine(self, uuid: str, directory: str, saved: Manifest) -> str:
+        """Undefine; when that fails with the domain still defined, the directory is a copy."""
+        try:
+            return self._effects.undefine(uuid, directory)
+        except EffectError:
+            # NOTE: only a fresh look that sees the domain clears the mark; in doubt
+            # (libvirt unreachable, the write failing) it stays: restore refuses a defined UUID.
+            with contextlib.suppress(EffectError, ObserveError):
+                if self._look.domain(uuid) is not None:
+                    copy = dataclasses.replace(saved, undefining=False)
+                    self._effects.write_manifest(directory, copy)
+            raise
 
     def _record(self, decision: Decision, outcome: str, detail: str) -> Outcome:
         assert decision.step is not None

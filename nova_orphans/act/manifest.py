@@ -77,6 +77,15 @@ class Manifest:
     #: Set by restore: when the guest was defined again, and how that ended.
     restored_at: str | None = None
     restore_state: str | None = None
+    #: Set just before the undefine (the intent): from then on the domain may be gone, so a
+    #: directory not marked ``undefined`` may still hold the only definition of the guest.
+    #: Cleared again only when the undefine failed and the domain is still defined.
+    undefining: bool = False
+
+    @property
+    def possibly_undefined(self) -> bool:
+        """Whether the guest may be undefined: a quarantine entry, not a mere copy."""
+        return self.undefined or self.undefining
 
     @property
     def reaped_time(self) -> datetime.datetime:
@@ -138,7 +147,8 @@ def _check(manifest: Manifest) -> None:
         texts += [backing.path, backing.kept, backing.how]
     if not all(isinstance(t, str) for t in texts):
         raise ValueError("a field that must be text is not")
-    flags = [manifest.files_moved, manifest.undefined, manifest.kept.nvram, manifest.kept.tpm]
+    flags = [manifest.files_moved, manifest.undefined, manifest.undefining]
+    flags += [manifest.kept.nvram, manifest.kept.tpm]
     if not all(isinstance(f, bool) for f in [*flags, manifest.kept.managed_save]):
         raise ValueError("a field that must be true or false is not")
     if not paths.is_canonical_uuid(manifest.uuid):

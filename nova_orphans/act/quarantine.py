@@ -48,7 +48,9 @@ def entries(
 
     A quarantine directory whose manifest the journal does not know (the journal
     was lost or replaced) counts unless the manifest says it was restored, or
-    that the reap stopped before the undefine (a mere copy). ``with_copies`` (for
+    that the reap stopped before it tried the undefine (a mere copy): a manifest
+    marked as undefining counts, for its domain may be gone (docs/design.md §7;
+    restore refuses while libvirt still has the UUID). ``with_copies`` (for
     the purges) counts both: a restored entry's directory, still on disk, and a
     copy go after the retention like every other entry.
     """
@@ -62,7 +64,7 @@ def entries(
         saved = on_disk.manifest
         if saved is None or (saved.uuid, saved.reaped_at) in known:
             continue
-        if (saved.restored_at or not saved.undefined) and not with_copies:
+        if (saved.restored_at or not saved.possibly_undefined) and not with_copies:
             continue
         files = _files_dir(on_disk.directory)
         moved = paths.path_refusal(on_disk.directory, files) is None
@@ -209,6 +211,8 @@ def listing(journal: Journal, quarantine_root: str) -> list[Listed]:
             listed.append(Listed(entry, False, problem, source))
         else:
             holds = saved.holds() if saved else "xml" + (", files" if entry.files_moved else "")
+            if saved and source == "manifest" and not saved.undefined:
+                holds += "; undefine not confirmed"  # NOTE: the journal would have confirmed it
             listed.append(Listed(entry, True, holds if saved else f"{holds} (no manifest)", source))
     return listed
 

@@ -24,6 +24,7 @@ from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
+from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 
 LOG = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ def run_agent(args: argparse.Namespace) -> int:
     # NOTE: oslo.config masks every secret option (password, token…) in this dump.
     conf.log_opt_values(LOG, logging.DEBUG)
     # NOTE: a second agent is named as such, not as the metrics port its twin holds.
+    if not _dry_run(conf, args):
+        LiveLock.refuse_if_held(conf.agent.live_lock_file)
     refuse_if_held(_journal_path(conf, args))
     metrics = Metrics()
     # NOTE: the port is bound first: one in use is a config error before anything is created.
@@ -47,8 +50,7 @@ def run_agent(args: argparse.Namespace) -> int:
     try:
         return _run(agent, conf, args.once, metrics_out, report_out)
     finally:
-        agent.effects.close()
-        agent.journal.close()
+        agent.close()
 
 
 def _run(
@@ -106,9 +108,16 @@ def build_agent(
     )
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
-    # NOTE: the lock comes before the journal is read or written: a second agent
-    # exits having changed nothing.
-    journal = Journal(_journal_path(conf, args), exclusive=True)
+    # NOTE: the locks come before the journal is read or written: a second agent
+    # exits having changed nothing. A dry run takes neither this host's live lock
+    # nor the live journal's (docs/design.md rule 14).
+    live_lock = None if dry_run else _live_lock(conf.agent.live_lock_file, paths.journal)
+    try:
+        journal = Journal(_journal_path(conf, args), exclusive=True)
+    except BaseException:
+        if live_lock is not None:
+            live_lock.release()
+        raise
     effects = build_effects(conf, settings, paths, dry_run)
     return agent_loop.Agent(
         host=settings.host,
@@ -116,6 +125,7 @@ def build_agent(
         nova=nova,
         effects=effects,
         journal=journal,
+        live_lock=live_lock,
         policy=policy,
         quarantine_root=paths.quarantine,
         instances_path=settings.instances_path,
@@ -153,6 +163,14 @@ def _journal_path(conf: cfg.ConfigOpts, args: argparse.Namespace) -> str:
     """The agent's journal; a dry run keeps its own (docs/design.md rule 14)."""
     paths = config.state_paths(conf)
     return paths.dry_run_journal if _dry_run(conf, args) else paths.journal
+
+
+def _live_lock(path: str, journal: str) -> LiveLock:
+    """Take this host's live lock for the agent of ``journal``; raises ``LiveAgentRunning``."""
+    try:
+        return LiveLock.take(path, journal)
+    except OSError as exc:
+        raise config.ConfigError(f"[agent] live_lock_file {path}: {exc.strerror or exc}") from exc
 
 
 def _require_writable_dir(path: str) -> None:

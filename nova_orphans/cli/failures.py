@@ -12,6 +12,7 @@ from nova_orphans.act.effects import EffectError
 from nova_orphans.cli.common import EXIT_ERROR, EXIT_USAGE, fail, one_line
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.journal import JournalError, QuarantineBusy
+from nova_orphans.record.lock import LiveAgentRunning
 
 LOG = logging.getLogger(__name__)
 
@@ -20,6 +21,9 @@ def report(exc: Exception) -> int:
     """Say why ``exc`` stopped the sub-command, in one line; return the exit code."""
     if isinstance(exc, (cfg.Error, config.ConfigError, ks_exc.ClientException)):
         return fail(EXIT_USAGE, f"config error: {one_line(exc)}")
+    if isinstance(exc, LiveAgentRunning):
+        # NOTE: docs/design.md rule 14: a second live agent on the host is a deployment error.
+        return fail(EXIT_USAGE, f"error: {one_line(exc)}")
     if isinstance(exc, QuarantineBusy):
         return fail(EXIT_ERROR, f"error: {one_line(exc)}")
     if isinstance(exc, JournalError):

@@ -126,8 +126,13 @@ def _time(value: str | None) -> datetime.datetime | None:
 
 
 def lock_path(journal_path: str) -> str:
-    """The lock file of the journal at ``journal_path``: beside it."""
-    return f"{journal_path}.lock"
+    """The lock file of the journal at ``journal_path``: beside the journal's real path.
+
+    NOTE: symlinks resolved (docs/design.md rule 14): a journal reached through a
+    symlinked file or directory is one journal with one lock, whatever path an
+    agent is given.
+    """
+    return f"{os.path.realpath(journal_path)}.lock"
 
 
 def quarantine_lock_path(journal_path: str) -> str:
@@ -137,7 +142,7 @@ def quarantine_lock_path(journal_path: str) -> str:
     ``restore`` must work beside a running agent, but never while its retention
     purge deletes the directory being restored.
     """
-    return f"{journal_path}.quarantine.lock"
+    return f"{os.path.realpath(journal_path)}.quarantine.lock"
 
 
 def refuse_if_held(journal_path: str) -> None:
@@ -174,7 +179,7 @@ class Journal:
         try:
             pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if exclusive:
-                self._lock = lock.acquire(lock_path(path))
+                self._lock = lock.acquire(lock_path(path), f", journal {path}")
             self._db = sqlite3.connect(path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")

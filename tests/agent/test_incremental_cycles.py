@@ -49,8 +49,7 @@ def test_the_configured_cadence_reaches_the_agent(tmp_path: pathlib.Path) -> Non
     try:
         assert agent.full_look_every == 4 and agent.nova_views._full_every == 4
     finally:
-        agent.effects.close()
-        agent.journal.close()
+        agent.close()
 
 
 def test_a_failed_cycle_makes_the_next_one_a_full_look(tmp_path: pathlib.Path) -> None:

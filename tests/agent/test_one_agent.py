@@ -1,4 +1,4 @@
-"""docs/design.md rule 14: one live agent per journal, and dry runs never count for it.
+"""docs/design.md rule 14: one live agent per host and per journal, and dry runs never count.
 
 The agent here is the real one, wired by ``build_agent`` from a config file, over the
 demo's simulated Nova and its libvirt ``test:///`` world (or, for the lock, the real
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import pathlib
 import signal
 import socket
@@ -25,6 +26,7 @@ from nova_orphans.cli import configure
 from nova_orphans.core.policy import Step
 from nova_orphans.demo import world as demo_world
 from nova_orphans.record.journal import Journal, JournalLocked, lock_path
+from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 
 DB_OLD = "22222222-2222-4222-8222-222222222222"  # the demo's deleted guest, running
@@ -74,8 +76,7 @@ def one_cycle(conf_path, demo, when, dry_run=False):
     try:
         return agent.cycle()
     finally:
-        agent.effects.close()
-        agent.journal.close()
+        agent.close()
 
 
 def decision(result, uuid):
@@ -189,14 +190,134 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         assert code == cli.EXIT_USAGE
         assert len(err) == 1 and f"pid {running.pid} on " in err[0] and "since " in err[0], err
         assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
+        # A second live agent with a state directory of its own (a unit beside a container)
+        # is refused too, naming the running agent and its journal: this host's live lock,
+        # not the journal, is what it collides on. It creates nothing, not even its state
+        # directory, and is named as such, not as the metrics port both configs name.
+        (tmp_path / "container").mkdir()
+        other = config(tmp_path / "container", f"[metrics]\nport = {port}\n", interval=10, jitter=0)
+        other_state = tmp_path / "container" / "state"
+        code = cli.main(["run", "--once", "--config-file", str(other), "--libvirt-uri", world])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == cli.EXIT_USAGE
+        assert len(err) == 1 and f"pid {running.pid} on " in err[0], err
+        assert "this host's live lock" in err[0] and f"journal {journal}" in err[0], err
+        assert not other_state.exists()
+        assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
         # A dry run beside the live agent is not refused: it has its own journal and lock,
         # and leaves the running agent's metrics port (and textfile) alone. Nova is down in
-        # this test, so it exits 1; the point is: not 2.
+        # this test, so it exits 1; the point is: not 2. Nor is one of another state dir.
         dry_run = ["run", "--once", "--dry-run", "--config-file", str(conf)]
         assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
         assert "journal.sqlite.dry-run" in {p.name for p in state.iterdir()}
         assert _rows(journal) == before[1]
+        dry_run = ["run", "--once", "--dry-run", "--config-file", str(other)]
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
+        assert {p.name for p in other_state.iterdir()} >= {"journal.sqlite.dry-run"}
+        assert not (other_state / "journal.sqlite").exists()
         assert running.poll() is None
     finally:
         running.send_signal(signal.SIGTERM)
         running.communicate(timeout=30)
+
+
+def test_a_journal_given_through_a_symlinked_file_has_the_one_lock_of_its_real_path(tmp_path):
+    """Rule 14: the journal's lock follows its real identity, whatever path names it."""
+    real = tmp_path / "var" / "journal.sqlite"
+    first = Journal(str(real), exclusive=True)
+    (tmp_path / "etc").mkdir()
+    linked = tmp_path / "etc" / "journal.sqlite"
+    linked.symlink_to(real)
+    (tmp_path / "dir").symlink_to(tmp_path / "var", target_is_directory=True)
+    try:
+        for other in (linked, tmp_path / "dir" / "journal.sqlite"):
+            with pytest.raises(JournalLocked) as refused:
+                Journal(str(other), exclusive=True)
+            assert f"pid {os.getpid()} on " in str(refused.value), refused.value
+            assert f"journal {real}" in str(refused.value), refused.value
+    finally:
+        first.close()
+    assert lock_path(str(linked)) == lock_path(str(real)) == f"{real}.lock"
+    assert not (tmp_path / "etc" / "journal.sqlite.lock").exists()
+    Journal(str(linked), exclusive=True).close()  # free again once the first is closed
+
+
+def _agent(conf_path, demo, dry_run=False):
+    args = argparse.Namespace(
+        config_files=[str(conf_path)], host=None, libvirt_uri=demo.libvirt_uri, dry_run=dry_run
+    )
+    return cli_agent.build_agent(configure.load_conf(args), args, Metrics())
+
+
+def test_a_second_live_agent_of_another_state_dir_exits_2_and_never_acts_on_a_hold(
+    tmp_path, demo, capsys
+):
+    """Rule 14 (and 12): the operator started the guest the first agent stopped, so it is on
+    hold in the first agent's journal; a second agent with a journal of its own would see no
+    hold and stop it again. It exits 2 naming the holder before it reads or creates anything."""
+    conf = config(tmp_path, sightings_required=1)
+    live = Journal(str(tmp_path / "state" / "journal.sqlite"))
+    live.hold(DB_OLD, "restored by the operator", demo.now)
+    live.close()
+    first = _agent(conf, demo)
+    (tmp_path / "container").mkdir()
+    other = config(tmp_path / "container", sightings_required=1)
+    try:
+        assert first.live_lock is not None and first.live_lock.held
+        code = cli.main(
+            ["run", "--once", "--config-file", str(other), "--libvirt-uri", demo.libvirt_uri]
+        )
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == cli.EXIT_USAGE
+        assert len(err) == 1 and f"pid {os.getpid()} on " in err[0], err
+        assert f"journal {tmp_path / 'state' / 'journal.sqlite'}" in err[0], err
+        assert not (tmp_path / "container" / "state").exists()  # it read and stopped nothing
+    finally:
+        first.close()
+    assert not first.live_lock.held
+    # Once the first agent is gone, the other one is this host's live agent.
+    second = _agent(other, demo)
+    try:
+        assert second.live_lock is not None and second.live_lock.held
+    finally:
+        second.close()
+
+
+def test_the_live_lock_is_held_by_the_live_agent_only_while_its_file_is_the_one_locked(
+    tmp_path, demo
+):
+    """``LiveLock.held``: what the agent passes on as "this process holds the live lock"."""
+    conf = config(tmp_path)
+    dry = _agent(conf, demo, dry_run=True)
+    try:
+        assert dry.live_lock is None  # a dry run never takes it (rule 14)
+        live = _agent(conf, demo)  # ...so a live agent starts beside it
+        try:
+            lock_file = pathlib.Path(live.live_lock.path)
+            assert live.live_lock.held
+            assert lock_file.read_text().startswith(f"pid {os.getpid()} on ")
+            # Someone removes the lock file: a second agent could now take a new one.
+            lock_file.unlink()
+            assert not live.live_lock.held
+            LiveLock.take(str(lock_file), "elsewhere").release()
+        finally:
+            live.close()
+    finally:
+        dry.close()
+    assert not live.live_lock.held
+
+
+def test_a_live_lock_file_that_cannot_be_made_is_a_config_error_that_changes_nothing(
+    tmp_path, demo, monkeypatch, capsys
+):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("OS_AGENT__LIVE_LOCK_FILE", str(blocker / "live.lock"))
+    conf = config(tmp_path)
+    code = cli.main(
+        ["run", "--once", "--config-file", str(conf), "--libvirt-uri", demo.libvirt_uri]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == cli.EXIT_USAGE
+    assert len(err) == 1 and f"[agent] live_lock_file {blocker / 'live.lock'}: " in err[0], err
+    assert not (tmp_path / "state" / "journal.sqlite").exists()

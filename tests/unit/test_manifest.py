@@ -31,6 +31,7 @@ FULL = Manifest(
         backing=(BackingFile("/var/lib/nova/instances/_base/abc", "0-abc", "hard link", 42),),
     ),
     undefined=True,
+    undefining=True,
 )
 
 
@@ -75,6 +76,7 @@ CORRUPTIONS = [
     ("a stamp that is not a time", "reaped_at", "yesterday"),
     ("a kind that does not exist", "kind", "obliterated"),
     ("a flag that is text", "files_moved", "yes"),
+    ("an undefine mark that is text", "undefining", "maybe"),
     ("a backing copy outside the directory", "kept.backing.0.kept", "../../etc/shadow"),
     ("a backing path that is a number", "kept.backing.0.path", 7),
     # docs/design.md rule 9: restore would create the base at whatever path the manifest names.
@@ -146,3 +148,16 @@ def test_a_manifest_is_equal_after_replace_round_trip(tmp_path: pathlib.Path) ->
     restored = dataclasses.replace(FULL, restored_at=STAMP, restore_state="restored")
     manifest.write(directory, restored)
     assert manifest.read(directory) == restored
+
+
+def test_a_manifest_written_before_the_undefine_mark_reads_as_a_mere_copy(
+    tmp_path: pathlib.Path,
+) -> None:
+    """An older version's manifest has no ``undefining``: its word "not undefined" stands."""
+    directory = _directory(tmp_path)
+    data = json.loads(manifest.to_json(dataclasses.replace(FULL, undefined=False)))
+    del data["undefining"]
+    (pathlib.Path(directory) / "manifest.json").write_text(json.dumps(data))
+    saved = manifest.read(directory)
+    assert not saved.undefining and not saved.possibly_undefined
+    assert dataclasses.replace(saved, undefining=True).possibly_undefined
