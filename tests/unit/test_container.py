@@ -88,8 +88,8 @@ def test_the_state_directory_is_a_volume_and_the_run_example_mounts_what_the_age
     run = stages()[1]
     assert json.loads(dict(run)["VOLUME"]) == ["/var/lib/nova-orphans"]
     text = CONTAINERFILE.read_text()
-    readme = (ROOT / "README.md").read_text()
-    assert "-v /run/nova-orphans:/run/nova-orphans" in readme
+    guide = (ROOT / "doc" / "source" / "admin" / "deploy.md").read_text()
+    assert "-v /run/nova-orphans:/run/nova-orphans" in guide
     for mount in (
         "-v /run/libvirt:/run/libvirt",
         # NOTE: docs/design.md rule 14: the host's live lock, shared with every agent on it.
