@@ -241,17 +241,20 @@ class LiveEffects:
         """
         own = os.path.join(self._instances_path, uuid) + os.sep
         kept: list[BackingFile] = []
-        for disk in images.file_disks(xml):
-            if not disk.path.startswith(own):
-                continue
-            for backing in images.backing_chain(disk, self._instances_path):
-                path = backing.path
-                if path.startswith(own) or any(b.path == path for b in kept):
+        try:
+            for disk in images.file_disks(xml):
+                if not disk.path.startswith(own):
                     continue
-                name = f"{len(kept)}-{os.path.basename(path)}"
-                os.makedirs(os.path.join(directory, BACKING_DIR), mode=0o700, exist_ok=True)
-                how = images.keep_file(path, os.path.join(directory, BACKING_DIR, name))
-                kept.append(BackingFile(path, name, how, os.lstat(path).st_size))
+                for backing in images.backing_chain(disk, self._instances_path):
+                    path = backing.path
+                    if path.startswith(own) or any(b.path == path for b in kept):
+                        continue
+                    name = f"{len(kept)}-{os.path.basename(path)}"
+                    os.makedirs(os.path.join(directory, BACKING_DIR), mode=0o700, exist_ok=True)
+                    how = images.keep_file(path, os.path.join(directory, BACKING_DIR, name))
+                    kept.append(BackingFile(path, name, how, os.lstat(path).st_size))
+        except EffectError as err:
+            raise EffectError(f"keep the state of {uuid}: {err}; not reaped") from err
         return tuple(kept)
 
     def _check_still_undefined(self, uuid: str, xml: str) -> None:

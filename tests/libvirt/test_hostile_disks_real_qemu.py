@@ -170,8 +170,10 @@ def _assert_refused_and_left_nothing(
     """The reap refuses before the undefine, names why, and its directory holds no copy."""
     directory = effects.quarantine_dir(uuid, STAMP)
     effects.save_xml(directory, effects.domain_xml(uuid))
-    with pytest.raises(EffectError, match=reason):
+    with pytest.raises(EffectError, match=reason) as refused:
         effects.keep_state(uuid, directory)
+    assert str(refused.value).startswith(f"keep the state of {uuid}: ")
+    assert str(refused.value).endswith("; not reaped")
     assert conn.lookupByUUIDString(uuid).isPersistent()  # not reaped
     assert sorted(os.listdir(directory)) == ["domain.xml"]  # no backing/, no partial copy
     assert _bytes_used(quarantine) < 1 << 20
