@@ -10,18 +10,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import operator
 import os
 import re
 import shutil
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import libvirt
 
+from nova_orphans.act import images
 from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.act.manifest import (
@@ -52,7 +51,6 @@ from nova_orphans.observe import hypervisor
 DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
 #: Where libvirt's QEMU driver (qemu:///system) keeps ``<name>.save``, the managed-save image.
 DEFAULT_MANAGED_SAVE_DIR = "/var/lib/libvirt/qemu/save"
-QEMU_IMG = "qemu-img"
 
 _XML_FLAGS = libvirt.VIR_DOMAIN_XML_INACTIVE | libvirt.VIR_DOMAIN_XML_SECURE
 # Undefine flags in the order they are given up when the driver rejects them.
@@ -140,29 +138,40 @@ class LiveEffects:
             return str(dom.XMLDesc(_XML_FLAGS))
 
     def keep_state(self, uuid: str, directory: str) -> Kept:
-        """Keep NVRAM/TPM, managed save, snapshots, checkpoints and backing files; refuse if not."""
+        """Keep NVRAM/TPM, managed save, snapshots, checkpoints and backing files; refuse if not.
+
+        A refusal removes whatever it had kept already (docs/design.md rule 20): the
+        quarantine directory of a reap that did not happen holds no copies.
+        """
         target = self._checked_quarantine(directory)
         dom = self._domain(uuid)
         with self._errors(f"keep the state of {uuid}"):
             if _is_active(dom):
                 raise EffectError(f"keep the state of {uuid}: the domain is running; stop it first")
             xml = dom.XMLDesc(_XML_FLAGS)
-            # NOTE: what may refuse the reap comes first, so a refusal copies little.
-            managed_save = self._keep_managed_save(dom, target)
-            backing = self._keep_backing_chain(uuid, xml, target)
-            nvram, tpm = self._save_state_files(uuid, xml, target)
-            snapshots, current = _keep_snapshots(dom, target)
-            kept = Kept(
-                nvram=nvram,
-                tpm=tpm,
-                managed_save=managed_save,
-                snapshots=snapshots,
-                current_snapshot=current,
-                checkpoints=_keep_checkpoints(dom, target),
-                backing=backing,
-            )
+            try:
+                kept = self._kept(dom, uuid, xml, target)
+            except BaseException:
+                _discard_kept(target)
+                raise
             fsync_path(target)
         return kept
+
+    def _kept(self, dom: libvirt.virDomain, uuid: str, xml: str, target: str) -> Kept:
+        # NOTE: what may refuse the reap comes first, so a refusal copies little.
+        managed_save = self._keep_managed_save(dom, target)
+        backing = self._keep_backing_chain(uuid, xml, target)
+        nvram, tpm = self._save_state_files(uuid, xml, target)
+        snapshots, current = _keep_snapshots(dom, target)
+        return Kept(
+            nvram=nvram,
+            tpm=tpm,
+            managed_save=managed_save,
+            snapshots=snapshots,
+            current_snapshot=current,
+            checkpoints=_keep_checkpoints(dom, target),
+            backing=backing,
+        )
 
     def write_manifest(self, directory: str, manifest: Manifest) -> None:
         """Write ``manifest.json`` (0600) into the quarantine directory, fsynced."""
@@ -218,27 +227,34 @@ class LiveEffects:
                 f"keep the state of {dom.UUIDString()}: it has a managed-save image (its saved "
                 f"RAM state) but not at {image}; not reaped, the image would be lost"
             )
-        _link_or_copy(image, os.path.join(directory, MANAGED_SAVE_FILE))
+        images.keep_file(image, os.path.join(directory, MANAGED_SAVE_FILE))
         return True
 
     def _keep_backing_chain(self, uuid: str, xml: str, directory: str) -> tuple[BackingFile, ...]:
         """Keep every backing file of the guest's own disks that lies outside its directory.
 
         NOTE: only disks in ``<instances_path>/<uuid>/`` are Nova's image-backed
-        disks (on ``_base``); volumes are Cinder's and are listed as leftovers.
+        disks (on ``_base``); volumes are Cinder's and are listed as leftovers. Each
+        is read as its XML declares it and its chain is checked (docs/design.md rule
+        20): a backing file that is not a regular file under ``instances_path``
+        refuses the reap.
         """
         own = os.path.join(self._instances_path, uuid) + os.sep
         kept: list[BackingFile] = []
-        for disk in disk_files(xml):
-            if not os.path.abspath(disk).startswith(own):
-                continue
-            for path in backing_chain(disk):
-                if path.startswith(own) or any(b.path == path for b in kept):
+        try:
+            for disk in images.file_disks(xml):
+                if not disk.path.startswith(own):
                     continue
-                name = f"{len(kept)}-{os.path.basename(path)}"
-                os.makedirs(os.path.join(directory, BACKING_DIR), mode=0o700, exist_ok=True)
-                how = _link_or_copy(path, os.path.join(directory, BACKING_DIR, name))
-                kept.append(BackingFile(path, name, how, os.path.getsize(path)))
+                for backing in images.backing_chain(disk, self._instances_path):
+                    path = backing.path
+                    if path.startswith(own) or any(b.path == path for b in kept):
+                        continue
+                    name = f"{len(kept)}-{os.path.basename(path)}"
+                    os.makedirs(os.path.join(directory, BACKING_DIR), mode=0o700, exist_ok=True)
+                    how = images.keep_file(path, os.path.join(directory, BACKING_DIR, name))
+                    kept.append(BackingFile(path, name, how, os.lstat(path).st_size))
+        except EffectError as err:
+            raise EffectError(f"keep the state of {uuid}: {err}; not reaped") from err
         return tuple(kept)
 
     def _check_still_undefined(self, uuid: str, xml: str) -> None:
@@ -445,65 +461,6 @@ def _wait_shut_off(dom: libvirt.virDomain, deadline: float) -> bool:
         time.sleep(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
 
 
-def disk_files(xml: str) -> list[str]:
-    """The ``<source file=…>`` of every file-backed disk of a domain XML."""
-    try:
-        root = ET.fromstring(xml)
-    except ET.ParseError:
-        return []
-    found = []
-    for disk in root.iterfind("devices/disk"):
-        source = disk.find("source")
-        path = source.get("file") if source is not None else None
-        if disk.get("type", "file") == "file" and path:
-            found.append(path)
-    return found
-
-
-def backing_chain(path: str) -> list[str]:
-    """The backing files of the image at ``path`` (not ``path`` itself), nearest first.
-
-    Read with ``qemu-img info --backing-chain``; an image that does not exist has
-    none. Raises ``EffectError`` when the chain cannot be read.
-    """
-    if not os.path.isfile(path):
-        return []
-    try:
-        done = subprocess.run(
-            [QEMU_IMG, "info", "--backing-chain", "--output=json", "-U", path],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise EffectError(f"cannot read the backing chain of {path}: {err}") from err
-    if done.returncode != 0:
-        why = " ".join(done.stderr.split()) or f"{QEMU_IMG} exit {done.returncode}"
-        raise EffectError(f"cannot read the backing chain of {path}: {why}")
-    try:
-        images = json.loads(done.stdout)
-        files = [str(image["filename"]) for image in images[1:]]
-    except (ValueError, TypeError, KeyError) as err:
-        raise EffectError(f"cannot read the backing chain of {path}: {err}") from err
-    return [os.path.abspath(f) for f in files]
-
-
-def _link_or_copy(source: str, target: str) -> str:
-    """Hard-link ``source`` as ``target`` (no space used); copy it across file systems."""
-    try:
-        # NOTE: a symlinked base is linked by its data, never as a symlink.
-        os.link(source, target, follow_symlinks=True)
-        how = "hard link"
-    except OSError as err:
-        if err.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            raise
-        shutil.copy2(source, target)
-        how = "copy"
-    fsync_path(target)
-    return how
-
-
 def _keep_snapshots(dom: libvirt.virDomain, directory: str) -> tuple[tuple[str, ...], str | None]:
     """Write every snapshot's XML to ``snapshots/<i>.xml``, parents first; the current one."""
     snapshots = _listed(dom.listAllSnapshots, "VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL")
@@ -588,3 +545,21 @@ def _kept_names(directory: str) -> set[str]:
         except ET.ParseError:
             names.add(f"<unreadable {file}>")  # never equal to a name libvirt lists
     return names
+
+
+#: What ``keep_state`` may have put into a quarantine directory.
+_KEPT_NAMES = (MANAGED_SAVE_FILE, BACKING_DIR, NVRAM_FILE, TPM_DIR, SNAPSHOTS_DIR, CHECKPOINTS_DIR)
+
+
+def _discard_kept(directory: str) -> None:
+    """Remove what a refused ``keep_state`` had kept (never following a symlink)."""
+    for name in _KEPT_NAMES:
+        path = os.path.join(directory, name)
+        # NOTE: a removal that fails must not hide why the reap was refused.
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+    with contextlib.suppress(OSError):
+        fsync_path(directory)
