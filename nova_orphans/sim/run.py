@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nova_orphans.act import restore
-from nova_orphans.act.actuator import Outcome
+from nova_orphans.act.actuator import Outcome, Steps
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
+from nova_orphans.core import gate
 from nova_orphans.core.decide import Plan
 from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.demo.simnova import Fault
@@ -271,15 +272,17 @@ class Run:
             return "defined" + ("; started" if start else "")
 
         try:
-            restore.restore(
-                entries[-1],
-                nova=self.observer,
-                host=HOST,
-                journal=self.journal,
-                define=define,
-                now=self.agent_clock(),
-                start=start,
-            )
+            with self.journal.quarantine_held(0):
+                restore.restore(
+                    entries[-1],
+                    nova=self.observer,
+                    host=HOST,
+                    journal=self.journal,
+                    define=define,
+                    now=self.agent_clock(),
+                    steps=Steps(self.journal, self.agent_clock, gate.operator_command("restore")),
+                    start=start,
+                )
         except restore.RestoreRefused:
             self.counters.restores_refused += 1
             return False
