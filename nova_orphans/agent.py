@@ -235,7 +235,12 @@ class Agent:
         for outcome in outcomes:
             if outcome.step is Step.STOP and outcome.outcome == "done" and not outcome.dry_run:
                 self.journal.mark_stopped(outcome.uuid, self.clock())
-        self._purge_expired(actuator, now)
+        if verdict.clear:
+            self._purge_expired(actuator, now)
+        elif self.retention:
+            # NOTE: the actuator would refuse each purge (rule 19); withheld here so
+            # that a long brake is not one refusal line per expired entry every cycle.
+            LOG.info("retention purge withheld this cycle: %s", verdict.why)
         return CycleResult(report, plan, tuple(outcomes))
 
     def _holds(self, findings: list[Finding], now: datetime.datetime) -> dict[str, Hold]:

@@ -336,6 +336,22 @@ def test_the_actuator_refuses_every_step_while_the_gate_is_closed(tmp_path, verd
     assert "action=stop dry_run=False outcome=refused" in caplog.text
 
 
+@pytest.mark.parametrize("verdict", CLOSED, ids=["none", "unproven", "brake", "no lock"])
+def test_the_actuator_refuses_a_purge_while_the_gate_is_closed(tmp_path, verdict):
+    world = SimWorld(tmp_path, interval=DAY)
+    _reaped(world)
+    (entry,) = world.journal.quarantine()
+    world.effects.calls.clear()
+    actuator = Actuator(
+        world.effects, None, world.journal, lambda: world.now, dry_run=False, verdict=verdict
+    )
+    with world.journal.quarantine_held(0):
+        done = actuator.purge(entry, world.agent.quarantine_root, lambda: None)
+    assert (done.step, done.outcome) == (Step.PURGE, "refused")
+    assert world.effects.calls == []
+    assert [i.step for i in world.journal.history()].count("purge") == 0
+
+
 def test_the_verdict_is_clear_only_when_every_condition_holds():
     verified = Verdict(HOST, State.VERIFIED, (), "identity verified")
     assert gate.judge(identity=verified, brake=None, holds_lock=True).clear
