@@ -133,9 +133,7 @@ def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
     assert samples[("process_resident_memory_bytes", ())] > 0
 
 
-def test_a_log_only_agent_computes_the_brake_but_raises_no_brake_state_nor_error(
-    tmp_path, caplog
-):
+def test_a_log_only_agent_computes_the_brake_but_raises_no_state_nor_error(tmp_path, caplog):
     """Every action `log` (the default deployment): a world that would brake an acting
     agent is reported, with no brake state, no aborted cycle and no ERROR line.
 
