@@ -20,7 +20,7 @@ from nova_orphans import exits, pipeline
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
-from nova_orphans.core import danger
+from nova_orphans.core import danger, gate
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
@@ -157,6 +157,15 @@ class Agent:
 
     def __post_init__(self) -> None:
         self.nova_views = NovaTracker(self.nova, self.full_look_every)
+        self._last_brake: str | None = None
+
+    @property
+    def holds_live_locks(self) -> bool:
+        """Whether this process holds what acting needs (docs/design.md rule 14): its
+        journal's lock and, unless it is a dry run, this host's live lock."""
+        if not self.journal.holds_lock:
+            return False
+        return self.dry_run or (self.live_lock is not None and self.live_lock.held)
 
     def close(self) -> None:
         """Close the effects and the journal, and give this host's live lock up."""
@@ -223,6 +232,11 @@ class Agent:
             identity=report.identity,
             holds=holds,
         )
+        # NOTE: docs/design.md rule 19: the one safety verdict of the cycle; the
+        # actuator refuses every step (stop, reap, purge) unless it is clear.
+        verdict = gate.judge(
+            identity=report.identity, brake=plan.brake, holds_lock=self.holds_live_locks
+        )
         self._log_plan(plan)
         actuator = Actuator(
             self.effects,
@@ -230,6 +244,7 @@ class Agent:
             self.journal,
             self.clock,
             dry_run=self.dry_run,
+            verdict=verdict,
             stop_timeout=self.stop_timeout,
             deny=self.deny,
             on_outcome=self._count_outcome,
@@ -242,7 +257,12 @@ class Agent:
         for outcome in outcomes:
             if outcome.step is Step.STOP and outcome.outcome == "done" and not outcome.dry_run:
                 self.journal.mark_stopped(outcome.uuid, self.clock())
-        self._purge_expired(now)
+        if verdict.clear:
+            self._purge_expired(actuator, now)
+        elif self.retention:
+            # NOTE: the actuator would refuse each purge (rule 19); withheld here so
+            # that a long brake is not one refusal line per expired entry every cycle.
+            LOG.info("retention purge withheld this cycle: %s", verdict.why)
         return CycleResult(report, plan, tuple(outcomes))
 
     def _holds(self, findings: list[Finding], now: datetime.datetime) -> dict[str, Hold]:
@@ -278,18 +298,18 @@ class Agent:
         finally:
             live.close()
 
-    def _purge_expired(self, now: datetime.datetime) -> None:
-        """Purge quarantine entries older than ``retention`` (a dry run only records)."""
+    def _purge_expired(self, actuator: Actuator, now: datetime.datetime) -> None:
+        """Purge quarantine entries older than ``retention`` through the cycle's actuator
+        (its gate; a dry run only records)."""
         if not self.retention:
             return
         try:
             retention.purge_expired(
-                self.effects,
+                actuator,
                 self.journal,
                 self.quarantine_root,
                 now,
                 self.retention,
-                self.dry_run,
                 cycles=self.policy,
                 wait=QUARANTINE_WAIT,
             )
@@ -305,10 +325,7 @@ class Agent:
             LOG.error("IDENTITY: nothing will be done this cycle: %s", verdict.reason)
 
     def _log_plan(self, plan: Plan) -> None:
-        self.metrics.brake_engaged.set(1 if plan.brake else 0)
-        if plan.brake:
-            self.metrics.cycles_aborted.labels(reason="brake").inc()
-            LOG.error("BRAKE: this cycle only reports: %s", plan.brake)
+        self._log_brake(plan.brake)
         for d in plan.decisions:
             for danger_found in d.finding.dangers or ():
                 LOG.warning(
@@ -327,6 +344,22 @@ class Agent:
                 d.why,
                 d.finding.reason,
             )
+
+    def _log_brake(self, brake: str | None) -> None:
+        """Say that a brake holds: an error each cycle for a policy that acts.
+
+        NOTE: docs/design.md rule 3: the brake is computed whatever the policy. A
+        log-only policy acts on nothing anyway: no brake state (which would alert), no
+        aborted cycle, and one INFO line when the brake appears or its reason changes.
+        """
+        acts = self.policy.acts
+        self.metrics.brake_engaged.set(1 if brake and acts else 0)
+        if brake and acts:
+            self.metrics.cycles_aborted.labels(reason="brake").inc()
+            LOG.error("BRAKE: this cycle only reports: %s", brake)
+        elif brake and brake != self._last_brake:
+            LOG.info("brake (every action is log: nothing is acted on anyway): %s", brake)
+        self._last_brake = brake
 
     def _count_outcome(self, outcome: Outcome) -> None:
         self.metrics.actions.labels(

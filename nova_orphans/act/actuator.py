@@ -1,8 +1,10 @@
 """The actuator: the only code that executes destructive steps.
 
-For each step of a plan it re-verifies the guest with a fresh Nova lookup and a
-fresh domain read, journals the intent, performs the step through ``Effects``,
-journals the outcome, and reports it once through ``_record``.
+Every step — a plan's stop and reap, the retention purge, the operator's restore —
+goes through ``Steps.take``: the gate (the cycle's safety verdict, docs/design.md
+rule 19) refuses it unless the verdict is clear; otherwise the intent is journaled,
+the step performed, its outcome journaled and reported once through ``_record``.
+A plan's steps are re-verified first, with a fresh Nova lookup and domain read.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from nova_orphans.act import quarantine
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.act.manifest import Manifest
 from nova_orphans.core.classify import classify
 from nova_orphans.core.danger import worst
 from nova_orphans.core.decide import Decision, Plan
+from nova_orphans.core.gate import SafetyVerdict
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.leftovers import leftovers as core_leftovers
 from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, NovaView, Selector
@@ -49,39 +53,137 @@ class FreshLook(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What became of one planned step."""
+    """What became of one step."""
 
     uuid: str
     kind: Kind
     step: Step
-    outcome: str  # done | skipped | failed
+    outcome: str  # done | skipped | failed | refused (the gate was closed)
     detail: str
     dry_run: bool
 
 
-class Actuator:
-    """Executes a plan's steps, each re-verified, journaled and recorded."""
+#: Steps that act on the quarantine: taken only with its lock held (a purge never
+#: deletes what a restore is bringing back).
+QUARANTINE_STEPS = frozenset({Step.PURGE, Step.RESTORE})
+
+
+class Steps:
+    """The one path every destructive step takes (docs/design.md rule 19).
+
+    The gate (the safety verdict, given once), then the intent journaled, the step,
+    its outcome journaled, one log line ``step uuid=… action=…`` and one count in
+    the ``actions`` series. Stop, reap, purge and restore all come through ``take``.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        clock: Callable[[], datetime.datetime],
+        verdict: SafetyVerdict,
+        *,
+        dry_run: bool = False,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        failure_level: int = logging.WARNING,
+    ) -> None:
+        self._journal = journal
+        # NOTE: an operator's command prints a failed step as its one error line:
+        # there the step line goes at INFO (the log file still has it).
+        self._failure_level = failure_level
+        self._clock = clock
+        self._verdict = verdict
+        self._dry_run = dry_run
+        self._on_outcome = on_outcome
+
+    def take(
+        self,
+        uuid: str,
+        kind: Kind,
+        step: Step,
+        perform: Callable[[], str],
+        recheck: Callable[[], str | None] = lambda: None,
+    ) -> Outcome:
+        """Take one step: refused when the gate is closed, skipped when ``recheck`` says
+        why not (nothing journaled), else journaled around ``perform``.
+
+        ``perform`` returns what it did and raises ``EffectError`` when it failed.
+        """
+        refused = self._refusal(step)
+        if refused:
+            return self._record(uuid, kind, step, "refused", refused)
+        skipped = recheck()
+        if skipped:
+            return self._record(uuid, kind, step, "skipped", skipped)
+        intent = self._journal.begin(uuid, kind, step.value, self._dry_run, self._clock())
+        try:
+            detail, outcome = perform(), "done"
+        except EffectError as exc:
+            detail, outcome = str(exc), "failed"
+        self._journal.finish(intent, outcome, detail, self._clock())
+        return self._record(uuid, kind, step, outcome, detail)
+
+    def _refusal(self, step: Step) -> str | None:
+        """Why the gate refuses ``step`` now; None when it may be taken.
+
+        NOTE: the one place a destructive step can be refused whatever asked for it:
+        no policy feature reaches a step past this check.
+        """
+        if not self._verdict.clear:
+            return f"the gate is closed: {self._verdict.why}"
+        if step in QUARANTINE_STEPS and not self._journal.holds_quarantine_lock:
+            return "the gate is closed: the quarantine's lock is not held"
+        return None
+
+    def _record(self, uuid: str, kind: Kind, step: Step, outcome: str, detail: str) -> Outcome:
+        result = Outcome(uuid, kind, step, outcome, detail, self._dry_run)
+        LOG.log(
+            self._failure_level if outcome in ("failed", "refused") else logging.INFO,
+            "step uuid=%s kind=%s action=%s dry_run=%s outcome=%s detail=%s",
+            result.uuid,
+            result.kind.value,
+            result.step.value,
+            result.dry_run,
+            outcome,
+            detail,
+        )
+        if self._on_outcome:
+            self._on_outcome(result)
+        return result
+
+
+class Actuator(Steps):
+    """Executes a plan's steps, each re-verified, and the retention purge, through ``Steps``.
+
+    ``look``: the fresh look a plan's steps are re-verified with; None for an actuator
+    that only purges (``nova-orphans purge``): a plan's step is then always skipped.
+    """
 
     def __init__(
         self,
         effects: Effects,
-        look: FreshLook,
+        look: FreshLook | None,
         journal: Journal,
         clock: Callable[[], datetime.datetime],
         dry_run: bool,
+        verdict: SafetyVerdict,
         stop_timeout: float = STOP_TIMEOUT,
         deny: Selector | None = None,
         on_outcome: Callable[[Outcome], None] | None = None,
         instances_path: str = DEFAULT_INSTANCES_PATH,
+        failure_level: int = logging.WARNING,
     ) -> None:
+        super().__init__(
+            journal,
+            clock,
+            verdict,
+            dry_run=dry_run,
+            on_outcome=on_outcome,
+            failure_level=failure_level,
+        )
         self._effects = effects
         self._look = look
-        self._journal = journal
-        self._clock = clock
-        self._dry_run = dry_run
         self._stop_timeout = stop_timeout
         self._deny = deny
-        self._on_outcome = on_outcome
         self._instances_path = instances_path
 
     def execute(self, plan: Plan, should_stop: Callable[[], bool] = lambda: False) -> list[Outcome]:
@@ -93,33 +195,56 @@ class Actuator:
             outcomes.append(self._execute_one(decision))
         return outcomes
 
+    def purge(
+        self, entry: QuarantineEntry, quarantine_root: str, closed: Callable[[], None]
+    ) -> Outcome:
+        """Delete one quarantine entry for good; ``closed`` (a live purge) tells the journal.
+
+        NOTE: docs/design.md rule 7: never an entry not to be trusted.
+        """
+
+        def perform() -> str:
+            tampered = quarantine.tampering(entry, quarantine_root)
+            if tampered:
+                raise EffectError(f"purge {entry.uuid}: {tampered}")
+            detail = self._effects.purge(entry.uuid, entry.path)
+            if not self._dry_run:
+                closed()
+            return detail
+
+        return self.take(entry.uuid, Kind(entry.kind), Step.PURGE, perform)
+
     def _execute_one(self, decision: Decision) -> Outcome:
         assert decision.step is not None
+        finding = decision.finding
+        return self.take(
+            finding.uuid,
+            finding.kind,
+            decision.step,
+            lambda: self._perform(decision),
+            recheck=lambda: self._recheck(decision),
+        )
+
+    def _recheck(self, decision: Decision) -> str | None:
+        """Why the step must be skipped after all (re-verification, a hold); None: go on."""
         finding = decision.finding
         changed = self._changed_since(finding)
         if not changed and decision.at_once:
             changed = self._danger_gone(finding)
         if changed:
             self._journal.forget(finding.uuid)
-            return self._record(decision, "skipped", f"re-verification: {changed}")
+            return f"re-verification: {changed}"
         # NOTE: the operator may have restored the guest since the plan was made: its
         # hold is read afresh, right before the step (docs/design.md rule 12).
         hold = self._journal.hold_of(finding.uuid)
         if hold is not None:
-            return self._record(decision, "skipped", f"re-verification: {hold.describe()}")
-        intent = self._journal.begin(
-            finding.uuid, finding.kind, decision.step.value, self._dry_run, self._clock()
-        )
-        try:
-            detail = self._perform(decision)
-            outcome = "done"
-        except EffectError as exc:
-            detail, outcome = str(exc), "failed"
-        self._journal.finish(intent, outcome, detail, self._clock())
-        return self._record(decision, outcome, detail)
+            return f"re-verification: {hold.describe()}"
+        return None
 
     def _changed_since(self, finding: Finding) -> str | None:
         """Why the guest no longer matches the finding, or None when it still does."""
+        if self._look is None:
+            return "no fresh look to re-verify with"
         try:
             domain = self._look.domain(finding.uuid)
             view = self._look.nova(finding.uuid)
@@ -143,7 +268,7 @@ class Actuator:
         volume is another server's (or available); a danger Cinder cannot confirm now
         (unknown) is no reason to skip it.
         """
-        dangers = self._look.dangers(finding)
+        dangers = self._look.dangers(finding) if self._look else ()
         if worst(dangers) is DangerKind.SHARED_VOLUME:
             return None
         why = "; ".join(d.detail for d in dangers if d.kind is DangerKind.UNKNOWN)
@@ -208,31 +333,7 @@ class Actuator:
             # NOTE: only a fresh look that sees the domain clears the mark; in doubt
             # (libvirt unreachable, the write failing) it stays: restore refuses a defined UUID.
             with contextlib.suppress(EffectError, ObserveError):
-                if self._look.domain(uuid) is not None:
+                if self._look is not None and self._look.domain(uuid) is not None:
                     copy = dataclasses.replace(saved, undefining=False)
                     self._effects.write_manifest(directory, copy)
             raise
-
-    def _record(self, decision: Decision, outcome: str, detail: str) -> Outcome:
-        assert decision.step is not None
-        result = Outcome(
-            decision.finding.uuid,
-            decision.finding.kind,
-            decision.step,
-            outcome,
-            detail,
-            self._dry_run,
-        )
-        LOG.log(
-            logging.WARNING if outcome == "failed" else logging.INFO,
-            "step uuid=%s kind=%s action=%s dry_run=%s outcome=%s detail=%s",
-            result.uuid,
-            result.kind.value,
-            result.step.value,
-            result.dry_run,
-            outcome,
-            detail,
-        )
-        if self._on_outcome:
-            self._on_outcome(result)
-        return result

@@ -17,14 +17,13 @@ import os
 import shutil
 import struct
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 
 import libvirt
 
 from nova_orphans.act import live, paths
 from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError
-from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Step
 from nova_orphans.observe import hypervisor
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
@@ -272,37 +271,8 @@ def restore(
     return "; ".join(notes)
 
 
-#: The journal's name for a restore step.
-RESTORE_STEP = "restore"
-
-
-def restore_journaled(
-    journal: Journal,
-    entry: QuarantineEntry,
-    uri: str,
-    instances_path: str,
-    quarantine_root: str,
-    start: bool,
-    now: Callable[[], datetime.datetime],
-) -> str:
-    """``restore``, journaled like every step: an intent before, its outcome after.
-
-    The entry is closed as restored only once the restore succeeded; a restore
-    that failed and was undone leaves it restorable, as it is.
-    """
-    intent = journal.begin(entry.uuid, Kind(entry.kind), RESTORE_STEP, False, now())
-    try:
-        detail = restore(entry, uri, instances_path, quarantine_root, start)
-    except EffectError as exc:
-        journal.finish(intent, "failed", str(exc), now())
-        raise
-    if (entry.uuid, entry.reaped_at) not in {
-        (e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)
-    }:
-        journal.add_quarantine(entry)  # an entry only its manifest knew
-    journal.close_quarantine(entry, "restored_at", now())
-    journal.finish(intent, "done", detail, now())
-    return detail
+#: The journal's name for a restore step (taken through ``actuator.Steps``, act/restore.py).
+RESTORE_STEP = Step.RESTORE.value
 
 
 def reconciled(journal: Journal, uuid: str, defined: bool) -> str:

@@ -12,7 +12,11 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 
+from nova_orphans.act.actuator import Steps
+from nova_orphans.act.effects import EffectError
 from nova_orphans.core.holds import Hold, restore_verdict
+from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Step
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
@@ -42,6 +46,7 @@ def restore(
     journal: Journal,
     define: Define,
     now: datetime.datetime,
+    steps: Steps,
     start: bool = False,
     force: bool = False,
     saved_state: bool = False,
@@ -50,7 +55,10 @@ def restore(
 
     Raises ``RestoreRefused`` before changing anything when Nova runs the server and
     ``start`` is asked (or ``saved_state``: the entry holds a managed-save image,
-    which runs the guest paused), or when Nova cannot be asked, unless ``force``.
+    which runs the guest paused), or when Nova cannot be asked, unless ``force``;
+    and when ``steps``' gate refuses the step (docs/design.md rule 19). ``define``
+    runs as one step of ``steps``: journaled, logged and counted; its failure raises
+    ``EffectError`` with the guest off hold again and the entry as it was.
     """
     try:
         server, nova_error = nova.fresh_view(host, entry.uuid).lookups[entry.uuid], None
@@ -72,11 +80,25 @@ def restore(
     # re-verifies) that it is on hold.
     existing = journal.hold_of(entry.uuid)
     hold = existing or journal.hold(entry.uuid, verdict.hold_reason, now)
-    try:
+
+    def defined() -> str:
         detail = define(entry, start)
+        known = {(e.uuid, e.reaped_at) for e in journal.quarantine(include_done=True)}
+        if (entry.uuid, entry.reaped_at) not in known:
+            journal.add_quarantine(entry)  # an entry only its manifest knew
+        journal.close_quarantine(entry, "restored_at", now)
+        return detail
+
+    try:
+        done = steps.take(entry.uuid, Kind(entry.kind), Step.RESTORE, defined)
     except BaseException:
         if existing is None:
             journal.cancel_hold(hold)
         raise
-    journal.close_quarantine(entry, "restored_at", now)
-    return Restored(detail, verdict.warning, hold)
+    if done.outcome != "done":
+        if existing is None:
+            journal.cancel_hold(hold)
+        if done.outcome == "refused":
+            raise RestoreRefused(done.detail)
+        raise EffectError(done.detail)
+    return Restored(done.detail, verdict.warning, hold)

@@ -1,27 +1,26 @@
 """The one retention purge: ``purge --older-than`` and the agent's ``quarantine_retention_days``.
 
 Deleting a quarantine directory is the only irreversible step, so it goes the way
-every destructive step goes: through the effects (a dry run records instead of
-deleting), with an intent journaled before and its outcome after; an intent a
-crash left open is reconciled by ``reconciled`` from what is on disk.
+every destructive step goes: through the actuator (its gate, docs/design.md rule 19)
+and the effects (a dry run records instead of deleting), with an intent journaled
+before and its outcome after; an intent a crash left open is reconciled by
+``reconciled`` from what is on disk.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import logging
 import os
 
 from nova_orphans.act import quarantine
-from nova_orphans.act.effects import EffectError, Effects
-from nova_orphans.core.model import Kind
-from nova_orphans.core.policy import Policy
+from nova_orphans.act.actuator import Actuator
+from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import counts_after
 from nova_orphans.record.journal import Journal, QuarantineEntry, RetentionSighting
 
-LOG = logging.getLogger(__name__)
-STEP = "purge"
+#: The journal's name for a purge step.
+STEP = Step.PURGE.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Purged:
     """What became of one expired quarantine entry."""
 
     entry: QuarantineEntry
-    outcome: str  # done | failed
+    outcome: str  # done | failed | refused (the gate was closed)
     detail: str
     dry_run: bool
 
@@ -83,16 +82,15 @@ def _cycles_passed(
 
 
 def purge_expired(
-    effects: Effects,
+    actuator: Actuator,
     journal: Journal,
     quarantine_root: str,
     now: datetime.datetime,
     older_than: datetime.timedelta,
-    dry_run: bool,
     cycles: Policy | None = None,
     wait: float = 60.0,
 ) -> list[Purged]:
-    """Purge every expired entry, each journaled intent-before, outcome-after.
+    """Purge every expired entry through ``actuator`` (its gate, journal and record).
 
     ``cycles``: the agent's policy (its cycles count, see ``expired``); None for
     the operator's ``purge`` command, which goes by the wall clock alone. Holds
@@ -101,41 +99,21 @@ def purge_expired(
     """
     with journal.quarantine_held(wait):
         return [
-            _purge(effects, journal, quarantine_root, entry, now, dry_run)
+            _purge(actuator, journal, quarantine_root, entry, now)
             for entry in expired(journal, quarantine_root, now, older_than, cycles)
         ]
 
 
 def _purge(
-    effects: Effects,
+    actuator: Actuator,
     journal: Journal,
     quarantine_root: str,
     entry: QuarantineEntry,
     now: datetime.datetime,
-    dry_run: bool,
 ) -> Purged:
-    """Purge one entry: intent journaled before, outcome after; never one not to be trusted."""
-    intent = journal.begin(entry.uuid, Kind(entry.kind), STEP, dry_run, now)
-    tampered = quarantine.tampering(entry, quarantine_root)  # NOTE: docs/design.md rule 7
-    try:
-        if tampered:
-            raise EffectError(f"purge {entry.uuid}: {tampered}")
-        detail, outcome = effects.purge(entry.uuid, entry.path), "done"
-    except EffectError as exc:
-        detail, outcome = str(exc), "failed"
-    if outcome == "done" and not dry_run:
-        _close(journal, entry, now)
-    journal.finish(intent, outcome, detail, now)
-    LOG.log(
-        logging.WARNING if outcome == "failed" else logging.INFO,
-        "quarantine purge uuid=%s reaped_at=%s dry_run=%s outcome=%s detail=%s",
-        entry.uuid,
-        entry.reaped_at,
-        dry_run,
-        outcome,
-        detail,
-    )
-    return Purged(entry, outcome, detail, dry_run)
+    """Purge one entry through the actuator; a live purge closes it in the journal."""
+    done = actuator.purge(entry, quarantine_root, lambda: _close(journal, entry, now))
+    return Purged(entry, done.outcome, done.detail, done.dry_run)
 
 
 def reconciled(journal: Journal, uuid: str, now: datetime.datetime) -> str:

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -15,9 +16,11 @@ from nova_orphans import conf as config
 from nova_orphans import report, table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
+from nova_orphans.act.actuator import Actuator, Steps
 from nova_orphans.act.effects import EffectError
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.core import gate
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 
@@ -210,14 +213,8 @@ def _restore(
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:
-        return quarantine.restore_journaled(
-            journal,
-            entry,
-            settings.libvirt_uri,
-            settings.instances_path,
-            paths.quarantine,
-            start,
-            common.now,
+        return quarantine.restore(
+            entry, settings.libvirt_uri, settings.instances_path, paths.quarantine, start
         )
 
     try:
@@ -228,6 +225,9 @@ def _restore(
             journal=journal,
             define=define,
             now=common.now(),
+            steps=Steps(
+                journal, common.now, gate.operator_command("restore"), failure_level=logging.INFO
+            ),
             start=args.start,
             force=args.force,
             saved_state=quarantine.has_managed_save(entry),
@@ -291,21 +291,24 @@ def purge_quarantine(args: argparse.Namespace) -> int:
     from nova_orphans.cli.agent import build_effects
 
     effects = build_effects(conf, config.host_settings(conf), paths, args.dry_run)
+    actuator = Actuator(
+        effects,
+        None,  # NOTE: a purge re-verifies no guest: it acts on the quarantine only
+        journal,
+        common.now,
+        dry_run=args.dry_run,
+        verdict=gate.operator_command("purge"),
+        failure_level=logging.INFO,  # NOTE: the command prints each failure itself
+    )
     try:
         purged = retention.purge_expired(
-            effects,
-            journal,
-            paths.quarantine,
-            now,
-            older_than,
-            args.dry_run,
-            wait=QUARANTINE_WAIT,
+            actuator, journal, paths.quarantine, now, older_than, wait=QUARANTINE_WAIT
         )
     finally:
         effects.close()
     for p in purged:
         common.say(_purged_line(p))
-    return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK
+    return common.EXIT_OK if all(p.outcome == "done" for p in purged) else common.EXIT_ERROR
 
 
 def _confirmed(due: list[QuarantineEntry]) -> bool:
@@ -325,6 +328,8 @@ def _purged_line(p: retention.Purged) -> str:
     what = f"{p.entry.uuid} (reaped {p.entry.reaped_at})"
     if p.outcome == "failed":
         return f"FAILED to purge {what}: {p.detail}"
+    if p.outcome == "refused":
+        return f"REFUSED to purge {what}: {p.detail}"
     if p.dry_run:
         return f"would purge {what}: {p.detail}"
     return f"purged {what}: {p.detail}"

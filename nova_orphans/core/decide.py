@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from nova_orphans.core.danger import worst
 from nova_orphans.core.holds import Hold, held_why
 from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import ACTIONABLE_KINDS, DangerKind, Finding, Kind
+from nova_orphans.core.model import ACTIONABLE_KINDS, DangerKind, Finding, Kind, managed_here
 from nova_orphans.core.policy import Action, Policy, Step
 from nova_orphans.core.sightings import Sighting
 
@@ -108,11 +108,11 @@ def _brake(
 ) -> str | None:
     """Why the world looks too wrong to act in, or None.
 
-    NOTE: a log-only policy acts on nothing anyway: no brake, so a deployment
-    that only reports is not told every cycle that it is braked.
+    NOTE: docs/design.md rule 3: computed whatever the policy. A policy that acts on
+    no kind has nothing for the brake to withhold, but a feature that makes a step of
+    a ``log`` (``stop_shared_volume_at_once``) must meet the brake all the same; the
+    agent tells a log-only deployment about it without an error every cycle.
     """
-    if not policy.acts:
-        return None
     if not identity.verified:
         return identity.reason
     lost = sum(1 for f in findings if f.kind is Kind.LOST)
@@ -131,6 +131,16 @@ def _brake(
             f"Nova reports no servers on this host while libvirt holds {nova_guests} "
             "guests with Nova metadata"
         )
+    if nova_guests and not _placed_here(findings, nova_guests, identity.host):
+        # NOTE: docs/design.md rule 3: the two views share nothing. Whatever the kinds
+        # (unknown, deleted, misplaced) and however few, not one guest is a server this
+        # Nova places here while this Nova places servers here: another cloud's or
+        # another region's Nova with the same host name looks exactly so.
+        return (
+            f"libvirt holds {nova_guests} guests with Nova metadata and Nova places "
+            f"{servers_here} servers on this host, but not one guest is one of them: "
+            "the two views share nothing"
+        )
     orphans = sum(1 for f in findings if f.kind in ACTIONABLE_KINDS)
     if nova_guests and orphans >= policy.brake_min_orphans:
         fraction = orphans / nova_guests
@@ -140,6 +150,23 @@ def _brake(
                 f"({fraction:.0%} > max_orphan_fraction {policy.max_orphan_fraction:.0%})"
             )
     return None
+
+
+def _placed_here(findings: list[Finding], nova_guests: int, host: str) -> int:
+    """How many of the ``nova_guests`` are servers Nova places on ``host``.
+
+    A Nova guest with no finding is managed here (classify says nothing about it); a
+    finding counts when its server is live and placed here (a deny-listed or
+    protected guest of this host).
+    """
+    elsewhere = sum(
+        1
+        for f in findings
+        if f.domain is not None
+        and f.domain.metadata is not None
+        and not (f.server is not None and managed_here(f.server, host))
+    )
+    return nova_guests - elsewhere
 
 
 def _decide_one(

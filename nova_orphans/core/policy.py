@@ -16,6 +16,10 @@ class Action(str, enum.Enum):
     LOG = "log"
     STOP = "stop"
     REAP = "reap"
+    #: Delete a quarantine entry for good (the retention purge); never in a plan.
+    PURGE = "purge"
+    #: Define (and maybe start) a reaped guest again (the operator's restore); never in a plan.
+    RESTORE = "restore"
 
 
 class Step(str, enum.Enum):
@@ -24,10 +28,16 @@ class Step(str, enum.Enum):
     ``stop``: graceful shutdown, then power off; the domain stays defined.
     ``reap``: quarantine the domain XML (and, for deleted/unknown, the instance
     directory), then undefine. A running guest is always stopped first.
+    ``purge`` and ``restore`` act on the quarantine; they pass the same gate, journal
+    and record as the others (docs/design.md rule 19).
     """
 
     STOP = "stop"
     REAP = "reap"
+    #: Delete a quarantine entry for good (the retention purge); never in a plan.
+    PURGE = "purge"
+    #: Define (and maybe start) a reaped guest again (the operator's restore); never in a plan.
+    RESTORE = "restore"
 
 
 #: Seconds to wait for a graceful shutdown before powering a guest off (``[agent] stop_timeout``).
@@ -77,7 +87,12 @@ class Policy:
 
     @property
     def acts(self) -> bool:
-        """Whether any kind of finding may be stopped or reaped (else the agent only logs)."""
+        """Whether any finding may be stopped or reaped (else the agent only logs).
+
+        NOTE: ``stop_shared_volume_at_once`` makes a stop of a ``log`` kind: it acts.
+        """
+        if self.stop_shared_volume_at_once:
+            return True
         return any(self.action_for(kind) is not Action.LOG for kind in ACTIONABLE_KINDS)
 
     def action_for(self, kind: Kind) -> Action:

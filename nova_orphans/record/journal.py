@@ -173,6 +173,7 @@ class Journal:
     def __init__(self, path: str, exclusive: bool = False, *, read_only: bool = False) -> None:
         self.path = path
         self._lock: int | None = None
+        self._quarantine_held = False
         if read_only:
             self._db = self._open_read_only(path)
             return
@@ -240,11 +241,25 @@ class Journal:
         """
         try:
             with lock.held(quarantine_lock_path(self.path), wait):
-                yield
+                self._quarantine_held = True
+                try:
+                    yield
+                finally:
+                    self._quarantine_held = False
         except lock.Held as exc:
             raise QuarantineBusy(
                 f"the quarantine is busy (a purge or a restore: {exc}); nothing changed, try again"
             ) from exc
+
+    @property
+    def holds_lock(self) -> bool:
+        """Whether this process holds the journal's lock: it is the live agent's (rule 14)."""
+        return self._lock is not None
+
+    @property
+    def holds_quarantine_lock(self) -> bool:
+        """Whether this process is inside ``quarantine_held`` (a purge or restore may run)."""
+        return self._quarantine_held
 
     def _unlock(self) -> None:
         if self._lock is not None:

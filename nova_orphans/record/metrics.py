@@ -15,7 +15,7 @@ from nova_orphans.version import tool_version
 #: Why a cycle acted on nothing (``nova_orphans_cycles_aborted_total{reason}``).
 ABORT_REASONS = ("nova", "libvirt", "identity", "journal", "brake")
 #: How a destructive step ended (``nova_orphans_actions_total{outcome}``).
-OUTCOMES = ("done", "skipped", "failed")
+OUTCOMES = ("done", "skipped", "failed", "refused")
 #: The kinds of Nova request the tool makes (``nova_orphans_nova_requests_total{endpoint}``).
 NOVA_ENDPOINTS = (
     "servers",  # GET /servers/detail: the listings
@@ -84,7 +84,7 @@ class Metrics:
         )
         self.actions = prom.Counter(
             "nova_orphans_actions",
-            "Destructive steps, by step, outcome and dry run.",
+            "Destructive steps (stop, reap, purge, restore), by step, outcome and dry run.",
             ["action", "outcome", "dry_run"],
             registry=self.registry,
         )

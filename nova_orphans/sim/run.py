@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from nova_orphans.act import restore
-from nova_orphans.act.actuator import Outcome
+from nova_orphans.act.actuator import Outcome, Steps
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
+from nova_orphans.core import gate
 from nova_orphans.core.decide import Plan
 from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.demo.simnova import Fault
@@ -27,6 +28,7 @@ from nova_orphans.record.journal import (
     QuarantineEntry,
     refuse_if_held,
 )
+from nova_orphans.record.lock import LiveAgentRunning, LiveLock
 from nova_orphans.sim import checks, operator
 from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, OTHER, Cloud, uuid_of
 from nova_orphans.sim.effects import DESTRUCTIVE, CheckedEffects, Crash
@@ -127,6 +129,9 @@ class Run:
         assert self.loaded is not None, "the setup's own config must load"
         self.journal_path = self.loaded.journal
         self.journal = Journal(self.journal_path, exclusive=True)
+        #: This host's live lock (docs/design.md rule 14), held by the history's live agent
+        #: across its restarts, as a host's one agent unit holds it.
+        self.live_lock = LiveLock.take(f"{self.workdir}/live.lock", self.journal_path)
         self.deny = setup.deny()
         self.checked = CheckedEffects(
             self.cloud.hv, self.quarantine_root, self._effect_check, self._purge_check
@@ -203,6 +208,7 @@ class Run:
             quarantine_root=self.quarantine_root,
             deny=self.loaded.deny,
             dry_run=dry_run,
+            live_lock=None if dry_run else self.live_lock,
             live_journal_path=self.loaded.journal if journal is not None else None,
             clock=self.agent_clock,
             retention=datetime.timedelta(seconds=self.setup.retention),
@@ -213,8 +219,9 @@ class Run:
         return self.cloud.now + datetime.timedelta(seconds=self.skew)
 
     def close(self) -> None:
-        """Close the journal and remove the scratch directory."""
+        """Close the journal, give the live lock up and remove the scratch directory."""
         self.journal.close()
+        self.live_lock.release()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # --- playing ---------------------------------------------------------------------------
@@ -271,15 +278,17 @@ class Run:
             return "defined" + ("; started" if start else "")
 
         try:
-            restore.restore(
-                entries[-1],
-                nova=self.observer,
-                host=HOST,
-                journal=self.journal,
-                define=define,
-                now=self.agent_clock(),
-                start=start,
-            )
+            with self.journal.quarantine_held(0):
+                restore.restore(
+                    entries[-1],
+                    nova=self.observer,
+                    host=HOST,
+                    journal=self.journal,
+                    define=define,
+                    now=self.agent_clock(),
+                    steps=Steps(self.journal, self.agent_clock, gate.operator_command("restore")),
+                    start=start,
+                )
         except restore.RestoreRefused:
             self.counters.restores_refused += 1
             return False
@@ -368,11 +377,22 @@ class Run:
             problems.append("refuse_if_held did not name the live agent")
         except JournalLocked:
             pass
+        refused = 0
         try:
             Journal(self.journal_path, exclusive=True).close()
             problems.append("a second live agent opened the journal the live agent holds")
         except JournalLocked:
-            self.counters.second_agents_refused += 1
+            refused += 1
+        # NOTE: a second agent with a state directory of its own (a unit beside a
+        # container) shares no journal: this host's live lock must refuse it (rule 14).
+        try:
+            LiveLock.take(
+                self.live_lock.path, f"{self.workdir}/other-state/journal.sqlite"
+            ).release()
+            problems.append("a second live agent of another state directory took the live lock")
+        except LiveAgentRunning:
+            refused += 1
+        self.counters.second_agents_refused += refused == 2
         for problem in problems:
             self._violation(checks.LOCK, problem)
 

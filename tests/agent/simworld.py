@@ -5,16 +5,19 @@ from __future__ import annotations
 import datetime
 import pathlib
 
+from nova_orphans.act.actuator import Steps
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.act.restore import Restored
 from nova_orphans.act.restore import restore as guarded_restore
 from nova_orphans.agent import Agent, CycleResult, no_context
+from nova_orphans.core import gate
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action, Policy
 from nova_orphans.demo.simhost import SimulatedEffects, SimulatedHost
 from nova_orphans.demo.simnova import START, SimulatedNova
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.lock import LiveLock
 
 HOST, OTHER = "cmp-1", "cmp-2"
 DESTRUCTIVE = frozenset({"stop", "undefine", "move_instance_files"})
@@ -33,7 +36,8 @@ class SimWorld:
         self.effects = SimulatedEffects(self.hv)
         # Dry run swaps only the effects, exactly as `nova-orphans run --dry-run` does.
         self.recorder = RecordingEffects()
-        self.journal = Journal(str(tmp_path / "journal.sqlite"))
+        # The live agent's journal: its lock held, as `nova-orphans run` holds it (rule 19).
+        self.journal = Journal(str(tmp_path / "journal.sqlite"), exclusive=True)
         fields: dict[str, object] = dict(
             actions=ALL_REAP,
             grace_period=0.0,
@@ -53,6 +57,11 @@ class SimWorld:
             policy=Policy(**fields),  # type: ignore[arg-type]
             quarantine_root=str(tmp_path / "quarantine"),
             dry_run=dry_run,
+            # NOTE: a live agent holds this host's live lock (docs/design.md rule 14); each
+            # world is a host of its own.
+            live_lock=None
+            if dry_run
+            else LiveLock.take(str(tmp_path / f"live-{id(self)}.lock"), str(tmp_path)),
             clock=lambda: self.now,
         )
 
@@ -101,14 +110,16 @@ class SimWorld:
             return f"restored {entry.uuid}" + ("; started" if start else "")
 
         (entry,) = [e for e in self.journal.quarantine() if e.uuid == uuid]
-        return guarded_restore(
-            entry,
-            nova=self.agent.nova,
-            host=HOST,
-            journal=self.journal,
-            define=define,
-            now=self.now,
-            start=start,
-            force=force,
-            saved_state=self.hv.quarantine[uuid].kept.managed_save,
-        )
+        with self.journal.quarantine_held(0):
+            return guarded_restore(
+                entry,
+                nova=self.agent.nova,
+                host=HOST,
+                journal=self.journal,
+                define=define,
+                now=self.now,
+                steps=Steps(self.journal, lambda: self.now, gate.operator_command("restore")),
+                start=start,
+                force=force,
+                saved_state=self.hv.quarantine[uuid].kept.managed_save,
+            )

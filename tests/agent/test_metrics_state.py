@@ -133,23 +133,31 @@ def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
     assert samples[("process_resident_memory_bytes", ())] > 0
 
 
-def test_a_log_only_agent_raises_no_brake_and_logs_no_error(tmp_path, caplog):
+def test_a_log_only_agent_computes_the_brake_but_raises_no_state_nor_error(tmp_path, caplog):
     """Every action `log` (the default deployment): a world that would brake an acting
-    agent is reported, with no brake state, no aborted cycle and no ERROR line."""
+    agent is reported, with no brake state, no aborted cycle and no ERROR line.
+
+    docs/design.md rule 3: the brake is computed whatever the policy (a feature that
+    makes a step of a `log` must meet it); the log-only agent says so once, at INFO.
+    """
     world = SimWorld(tmp_path, actions={}, brake_min_orphans=2, max_orphan_fraction=0.5)
     world.boot("managed")
     for i in range(3):
         world.orphan(f"gone-{i}", Kind.DELETED)
     metrics = world.agent.metrics
     with caplog.at_level("INFO"):
-        for _ in range(2):
+        for _ in range(3):
             result = world.cycle()
-            assert result.plan is not None and result.plan.brake is None
+            assert result.plan is not None and "max_orphan_fraction" in (result.plan.brake or "")
+            assert result.plan.steps == []
             assert result.exit_code == 3
     assert sample(metrics, "nova_orphans_brake_engaged") == 0
     assert sample(metrics, "nova_orphans_cycles_aborted_total", reason="brake") == 0
     assert sample(metrics, "nova_orphans_findings", kind="deleted") == 3
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("brake")]
+    assert len(said) == 1, said  # once, not every cycle
+    assert world.effects.calls == []
 
 
 @pytest.mark.parametrize(

@@ -198,7 +198,7 @@ def test_dry_runs_beside_the_live_agent_change_nothing_and_a_second_agent_is_ref
 
 def no_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     """The product without its journal lock (docs/design.md rule 14)."""
-    monkeypatch.setattr(lock, "acquire", lambda path: -1)
+    monkeypatch.setattr(lock, "acquire", lambda path, about="": -1)
     monkeypatch.setattr(lock, "release", lambda fd: None)
     monkeypatch.setattr(lock, "holder", lambda path: None)
 

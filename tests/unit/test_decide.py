@@ -269,43 +269,102 @@ def misplaced() -> Finding:
 LOST_1, LOST_2 = "aaaaaaaa-0000-4000-8000-000000000001", "aaaaaaaa-0000-4000-8000-000000000002"
 ACT_NOW = Policy(actions=REAP, grace_period=0, sightings_required=1)
 
+#: (sentence, findings, Nova guests in libvirt, servers Nova places here, brakes?, why).
+#: NOTE: the Nova guests count each managed guest too (a present server is a guest with
+#: no finding): the two-view brake (docs/design.md rule 3) reads them.
 BRAKE_CASES = [
     (
         "one lost and one misplaced on a one-server host: the view is another host's; brake",
         [lost(LOST_1), misplaced()],
         1,
+        1,
         True,
+        "another host's libvirt",
     ),
     (
         "two of three servers lost while a guest looks misplaced: brake",
         [lost(LOST_1), lost(LOST_2), misplaced()],
+        2,
         3,
         True,
+        "another host's libvirt",
     ),
     (
         "a misplaced guest on a host whose servers are all present is acted on",
         [misplaced()],
+        4,
         3,
         False,
+        "",
     ),
     (
         "one lost server of three beside a misplaced guest is not most of them: acted on",
         [lost(LOST_1), misplaced()],
         3,
+        3,
         False,
+        "",
+    ),
+    (
+        "this host's one guest unknown while Nova's servers here are lost (a wrong cloud): brake",
+        [finding(), lost(LOST_1)],
+        1,
+        1,
+        True,
+        "share nothing",
+    ),
+    (
+        "the one guest unknown, Nova's three servers here all lost: brake whatever the counts",
+        [finding(), lost(LOST_1), lost(LOST_2)],
+        1,
+        3,
+        True,
+        "share nothing",
+    ),
+    (
+        "every guest deleted while Nova places servers here libvirt lacks: brake",
+        [finding(Kind.DELETED), lost(LOST_1)],
+        1,
+        1,
+        True,
+        "share nothing",
+    ),
+    (
+        "an unknown guest beside one server Nova places here: the views share one; acted on",
+        [finding()],
+        2,
+        1,
+        False,
+        "",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("findings", "servers_here", "brakes"), [pytest.param(*c[1:], id=c[0]) for c in BRAKE_CASES]
+    ("findings", "nova_guests", "servers_here", "brakes", "words"),
+    [pytest.param(*c[1:], id=c[0]) for c in BRAKE_CASES],
 )
-def test_structural_brake(findings, servers_here, brakes):
-    plan = decide(findings, seen(Kind.MISPLACED), ACT_NOW, NOW, 1, servers_here, identity=VERIFIED)
+def test_structural_brakes(findings, nova_guests, servers_here, brakes, words):
+    """docs/design.md rule 3: the structural brakes, whatever the kinds and counts."""
+    policy = dataclasses.replace(ACT_NOW, brake_min_orphans=100)
+    sightings = seen(next(f.kind for f in findings if f.domain is not None))
+    plan = decide(findings, sightings, policy, NOW, nova_guests, servers_here, identity=VERIFIED)
     assert bool(plan.brake) is brakes, plan.brake
     assert bool(plan.steps) is not brakes
-    if brakes:
-        assert "another host's libvirt" in plan.brake
+    assert words in (plan.brake or "")
+
+
+def test_a_deny_listed_server_of_this_host_is_shared_by_both_views():
+    """A guest the operator deny-listed is a finding (protected), yet Nova places it here:
+    one orphan beside it is not a view that shares nothing (docs/design.md rule 3)."""
+    from nova_orphans.core.model import Server
+
+    denied = "dddddddd-0000-4000-8000-00000000000d"
+    server = Server(denied, "db", "cmp-1", "ACTIVE", "active", None)
+    protected = Finding(denied, "db", Kind.PROTECTED, "deny-listed", finding().domain, server)
+    plan = decide([finding(), protected], seen(), ACT_NOW, NOW, 2, 1, identity=VERIFIED)
+    assert plan.brake is None
+    assert [d.finding.uuid for d in plan.steps] == [U]
 
 
 @pytest.mark.parametrize(
@@ -321,12 +380,14 @@ def test_identity_not_verified_blocks_every_step(state):
     assert plan.decisions[0].why == f"brake: identity {state.value}: why"
 
 
-def test_a_log_only_policy_never_brakes():
-    """Nothing can be acted on, so there is nothing to brake: no brake state every cycle."""
+def test_the_brakes_hold_whatever_the_policy():
+    """docs/design.md rule 3: no early return for a log-only policy. It acts on nothing
+    either way, but a feature that makes a step of a `log` (rule 18) meets the brake."""
     findings = [lost(LOST_1), misplaced()]
     acting = decide(findings, seen(Kind.MISPLACED), ACT_NOW, NOW, 1, 1, identity=VERIFIED)
     log_only = dataclasses.replace(ACT_NOW, actions={})
     plan = decide(findings, seen(Kind.MISPLACED), log_only, NOW, 1, 1, identity=VERIFIED)
-    assert acting.brake, "the same world brakes a policy that acts"
-    assert plan.brake is None
+    assert acting.brake and acting.steps == []
+    assert plan.brake == acting.brake
     assert plan.steps == []
+    assert [d.why for d in plan.decisions if d.finding.kind is Kind.MISPLACED] == ["log only"]

@@ -492,6 +492,8 @@ def test_purge_refuses_an_entry_not_to_be_trusted_and_purges_nothing(
 def test_the_agents_retention_purge_fails_an_entry_not_to_be_trusted(state: State) -> None:
     """The agent's purge goes through the same check: that entry fails, the others go."""
     from nova_orphans.act import live, retention
+    from nova_orphans.act.actuator import Actuator
+    from nova_orphans.core.gate import SafetyVerdict
 
     (state.root / "victim").write_bytes(b"precious")
     clean = state.entry(YOUNG, 20, journal=True)
@@ -499,9 +501,11 @@ def test_the_agents_retention_purge_fails_an_entry_not_to_be_trusted(state: Stat
     link = _symlinked_file(state, tampered)
     effects = live.LiveEffects("test:///default", str(state.instances), str(state.quarantine))
     now = datetime.datetime.now(datetime.timezone.utc)
+    clear = SafetyVerdict(True, "a cycle whose verdict is clear")
     with state.journal() as journal:
+        actuator = Actuator(effects, None, journal, lambda: now, dry_run=False, verdict=clear)
         purged = retention.purge_expired(
-            effects, journal, str(state.quarantine), now, datetime.timedelta(days=7), False
+            actuator, journal, str(state.quarantine), now, datetime.timedelta(days=7)
         )
     effects.close()
     outcomes = {p.entry.uuid: (p.outcome, p.detail) for p in purged}

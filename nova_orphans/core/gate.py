@@ -1,0 +1,68 @@
+"""The one gate every destructive step passes: a cycle's safety verdict. Pure.
+
+docs/design.md rule 19: whether anything destructive may happen at all is decided
+once, here, from what the cycle established — the libvirt read is proven to be
+this Nova's host, no brake holds, every look succeeded, and this process holds the
+live agent's lock — and the actuator refuses every stop, reap, purge and restore
+unless the verdict is clear. Policy features (``stop_shared_volume_at_once``, the
+allow list, the actions) decide *which* steps are due; they can withhold or delay a
+step, never grant one past the gate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nova_orphans.core.identity import Verdict
+
+
+@dataclasses.dataclass(frozen=True)
+class SafetyVerdict:
+    """Whether a destructive step may be taken now; ``why`` says why (not), in one line."""
+
+    clear: bool
+    why: str
+
+
+#: The verdict of a process that established nothing: every step is refused.
+CLOSED = SafetyVerdict(False, "no safety verdict was reached")
+
+
+def judge(
+    *,
+    identity: Verdict,
+    brake: str | None,
+    holds_lock: bool,
+) -> SafetyVerdict:
+    """The cycle's safety verdict: clear only when every condition holds.
+
+    ``identity``: the cycle's identity verdict; ``brake``: why the plan only reports
+    (None: no brake); ``holds_lock``: whether this process holds the live agent's lock.
+    NOTE: every look succeeded, or there is no verdict: a look that fails (Nova,
+    libvirt, identity) ends the cycle before it is judged, and a process that has
+    no verdict has no actuator (``CLOSED`` is the verdict of one that must not act).
+    """
+    closed = []
+    if not holds_lock:
+        closed.append("this process does not hold the live agent's lock")
+    if not identity.verified:
+        closed.append(identity.reason)
+    if brake and brake != identity.reason:
+        # NOTE: the plan brakes on an unproven identity too; it is said once.
+        closed.append(f"brake: {brake}")
+    if closed:
+        return SafetyVerdict(False, "; ".join(closed))
+    return SafetyVerdict(
+        True, "identity verified, no brake, every look succeeded, the live lock is held"
+    )
+
+
+def operator_command(command: str) -> SafetyVerdict:
+    """The verdict of an operator's own command on the quarantine (``purge``, ``restore``).
+
+    NOTE: no cycle is observed there: the operator asked for this one step, and the
+    command's own guards come first (rule 7's tampering check; rule 13's question to
+    Nova, which only ``--force`` overrides). The actuator still takes such a step only
+    with the quarantine's lock held, as it does the agent's purge.
+    """
+    return SafetyVerdict(True, f"{command}: the operator's own command")
