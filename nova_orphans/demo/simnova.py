@@ -11,7 +11,8 @@ max_limit``), ``skip_down_cells`` (``[api] list_records_by_skipping_down_cells``
 ``down_cells`` (cells whose database does not answer) and ``allow_all_filters`` (the
 ``os_compute_api:servers:allow_all_filters`` policy of the credentials: without it Nova
 silently drops the admin-only filters such as ``host``). ``date`` is the HTTP ``Date`` of
-the last answer (Nova's clock: the simulated one).
+the last answer: the API node's clock, the simulated one (which stamps every row and every
+service report) plus ``api_clock_offset`` (an API node whose clock runs ahead, or behind).
 
 Facts below marked NOTE were checked in openstack/nova (API and DB layers).
 """
@@ -77,6 +78,7 @@ class SimulatedNova:
         self.down_cells: set[str] = set()
         self.allow_all_filters = True
         self.date: datetime.datetime | None = None
+        self.api_clock_offset = datetime.timedelta(0)
         self._answering = threading.Lock()
 
     # -- the Transport contract ------------------------------------------------
@@ -95,8 +97,8 @@ class SimulatedNova:
         endpoint, handler = self._route(route)
         self.requests[endpoint] += 1
         self.log.append(path)
-        # NOTE: Nova's clock, as the HTTP Date header gives it: whole seconds.
-        self.date = self.clock.replace(microsecond=0)
+        # NOTE: the API node's clock, as the HTTP Date header gives it: whole seconds.
+        self.date = (self.clock + self.api_clock_offset).replace(microsecond=0)
         fault = self._take_fault(path)
         if fault is Fault.TIMEOUT:
             raise NovaUnreachable(endpoint=views.ENDPOINT, reason="timed out (injected)")

@@ -127,6 +127,9 @@ class NovaObserver:
         self._filters_proven = False
         #: Nova's clock (HTTP Date) at the first answer since ``restart_clock``.
         self.first_answer_at: datetime.datetime | None = None
+        #: The newest ``updated_at`` of a compute service listed since ``restart_clock``:
+        #: the time of Nova's writers (a service reports every ``report_interval``).
+        self.newest_report_at: datetime.datetime | None = None
 
     def observe(
         self, host: str, domain_uuids: Iterable[str], details_for: Iterable[str] = ()
@@ -446,7 +449,22 @@ class NovaObserver:
                     what=f"compute host {service.get('host')!r} came back partial "
                     "from the service listing (status UNKNOWN)"
                 )
+            self._note_report(service.get("updated_at"))
         return services
+
+    def _note_report(self, value: Any) -> None:
+        """Keep a service's report time when it is the newest since ``restart_clock``.
+
+        NOTE: a time that does not parse is no report: it proves nothing about the clocks.
+        """
+        try:
+            reported = _parse_time(value)
+        except NovaBadAnswer:
+            return
+        if reported is not None and (
+            self.newest_report_at is None or reported > self.newest_report_at
+        ):
+            self.newest_report_at = reported
 
     def _paged(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
         """Every item of a listing, following Nova's next links until there are none.
@@ -487,8 +505,9 @@ class NovaObserver:
         )
 
     def restart_clock(self) -> None:
-        """Forget ``first_answer_at``: the next answer's Date sets it."""
+        """Forget ``first_answer_at`` and ``newest_report_at``: the next answers set them."""
         self.first_answer_at = None
+        self.newest_report_at = None
 
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         body = self._retry(lambda: _checked(self._transport, request, missing_ok))
