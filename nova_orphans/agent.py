@@ -211,6 +211,8 @@ class Agent:
             services=self.services,
         )
         self._log_identity(report.identity)
+        if self.nova_views.clock_ahead is not None:
+            self.metrics.nova_clock_ahead.set(self.nova_views.clock_ahead)
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
         self.metrics.set_costs(report.untracked, {k: report.dangers(k) for k in DangerKind})

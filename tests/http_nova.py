@@ -7,6 +7,7 @@ carrying an accepted ``X-Auth-Token`` and records every token it saw.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http.server
 import json
 import threading
@@ -82,6 +83,13 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:  # quiet
             pass
+
+        def date_time_string(self, timestamp: float | None = None) -> str:
+            # NOTE: the Date header is Nova's clock (the simulated one, which also stamps
+            # its rows and service reports), as a real Nova's answers carry its own.
+            if cloud.nova.date is not None:
+                return email.utils.format_datetime(cloud.nova.date, usegmt=True)
+            return super().date_time_string(timestamp)
 
         def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(body).encode() if body is not None else b""

@@ -11,7 +11,8 @@ max_limit``), ``skip_down_cells`` (``[api] list_records_by_skipping_down_cells``
 ``down_cells`` (cells whose database does not answer) and ``allow_all_filters`` (the
 ``os_compute_api:servers:allow_all_filters`` policy of the credentials: without it Nova
 silently drops the admin-only filters such as ``host``). ``date`` is the HTTP ``Date`` of
-the last answer (Nova's clock: the simulated one).
+the last answer: the API node's clock, the simulated one (which stamps every row and every
+service report) plus ``api_clock_offset`` (an API node whose clock runs ahead, or behind).
 
 Facts below marked NOTE were checked in openstack/nova (API and DB layers).
 """
@@ -23,6 +24,7 @@ import datetime
 import enum
 import re
 import threading
+import urllib.parse
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +49,7 @@ class Fault(str, enum.Enum):
     EMPTY = "empty"  # 200 with an empty list (404 for a single server)
     DROP_PAGE = "drop-page"  # a listing skips one page: answers with the page after
     REPEAT_PAGE = "repeat-page"  # a listing answers with the previous page again
+    ENDLESS_LINKS = "endless-links"  # an empty page whose next link names a new marker
 
 
 class SimulatedNova:
@@ -69,11 +72,13 @@ class SimulatedNova:
         self.log: list[str] = []
         self._next_id = 1
         self._previous_page: dict[str, list[Any]] = {}
+        self._endless = 0
         self.max_limit = views.MAX_LIMIT
         self.skip_down_cells = True
         self.down_cells: set[str] = set()
         self.allow_all_filters = True
         self.date: datetime.datetime | None = None
+        self.api_clock_offset = datetime.timedelta(0)
         self._answering = threading.Lock()
 
     # -- the Transport contract ------------------------------------------------
@@ -92,8 +97,8 @@ class SimulatedNova:
         endpoint, handler = self._route(route)
         self.requests[endpoint] += 1
         self.log.append(path)
-        # NOTE: Nova's clock, as the HTTP Date header gives it: whole seconds.
-        self.date = self.clock.replace(microsecond=0)
+        # NOTE: the API node's clock, as the HTTP Date header gives it: whole seconds.
+        self.date = (self.clock + self.api_clock_offset).replace(microsecond=0)
         fault = self._take_fault(path)
         if fault is Fault.TIMEOUT:
             raise NovaUnreachable(endpoint=views.ENDPOINT, reason="timed out (injected)")
@@ -160,6 +165,8 @@ class SimulatedNova:
         """
         views.reject_unknown(query, views.SERVER_QUERY | views.PAGING)
         asked = query  # NOTE: the next link repeats the request's own parameters
+        if fault is Fault.ENDLESS_LINKS:
+            return 200, self._endless_page("servers", route, asked)
         if not self.allow_all_filters:
             # NOTE: servers.py remove_invalid_options: without allow_all_filters
             # every filter a user may not use is dropped silently.
@@ -236,6 +243,8 @@ class SimulatedNova:
     def _list_migrations(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
         # NOTE: from 2.59 the os-migrations query schema has additionalProperties=False.
         views.reject_unknown(query, views.MIGRATION_QUERY | views.PAGING)
+        if fault is Fault.ENDLESS_LINKS:
+            return 200, self._endless_page("migrations", route, query)
         since = views.changes_since(query)
         rows = [
             m
@@ -335,6 +344,17 @@ class SimulatedNova:
             return self._previous_page[key]
         self._previous_page[key] = page[:limit]
         return page[:limit]
+
+    def _endless_page(self, key: str, route: str, query: dict[str, str]) -> dict[str, Any]:
+        """An empty page linking to a next one under a marker never given before.
+
+        NOTE: not Nova (it links only a full page, by its last entry): a broken proxy or a
+        hostile endpoint, whose listing never ends.
+        """
+        self._endless += 1
+        params = dict(sorted(query.items()), marker=self._uuid(f"endless-{self._endless}"))
+        href = f"{views.ENDPOINT}{route}?{urllib.parse.urlencode(params)}"
+        return {key: [], f"{key}_links": [{"rel": "next", "href": href}]}
 
     def _server_marker(self, marker: str) -> SimServer:
         # NOTE: the marker is looked up with read_deleted='yes': a deleted row

@@ -48,11 +48,14 @@ from nova_orphans.observe.errors import (
 #: (``[api] list_records_by_skipping_down_cells``): see ``require_cells_answer``.
 MICROVERSION = "2.69"
 PAGE_SIZE = 1000
-#: NOTE: Nova's ``[api] max_limit`` can shrink a page far below ``limit``; a
-#: listing may take up to this many pages per item asked for (at least
-#: ``MIN_PAGE_CAP``) before it is taken for a loop of fresh markers.
-PAGES_PER_LIMIT = 10
-MIN_PAGE_CAP = 1000
+#: The most entries one listing may hold: more servers (or deleted rows, or migrations) than
+#: the cloud of one Nova API holds. NOTE: every listing the tool asks for is of one host or
+#: of the changes of a few minutes, except a fleet's; a listing still going past this is
+#: taken for endless (docs/design.md §8).
+MAX_LISTED = 100_000
+#: The most pages one listing may take. NOTE: Nova's ``[api] max_limit`` can shrink a page
+#: below ``limit``; from a ``max_limit`` of 100 on, ``MAX_LISTED`` comes first.
+MAX_PAGES = 1000
 COMPUTE_BINARY = "nova-compute"
 #: From this many unexplained domains on, deleted rows are listed in bulk first.
 BULK_LOOKUP_FROM = 5
@@ -120,11 +123,13 @@ class NovaObserver:
         self._transport = transport
         self._lookups_at_once = max(1, lookups_at_once)
         self._page_size = page_size
-        self._max_pages = max(PAGES_PER_LIMIT * page_size, MIN_PAGE_CAP)
         self._retry = retry or default_retry()
         self._filters_proven = False
         #: Nova's clock (HTTP Date) at the first answer since ``restart_clock``.
         self.first_answer_at: datetime.datetime | None = None
+        #: The newest ``updated_at`` of a compute service listed since ``restart_clock``:
+        #: the time of Nova's writers (a service reports every ``report_interval``).
+        self.newest_report_at: datetime.datetime | None = None
 
     def observe(
         self, host: str, domain_uuids: Iterable[str], details_for: Iterable[str] = ()
@@ -444,45 +449,65 @@ class NovaObserver:
                     what=f"compute host {service.get('host')!r} came back partial "
                     "from the service listing (status UNKNOWN)"
                 )
+            self._note_report(service.get("updated_at"))
         return services
+
+    def _note_report(self, value: Any) -> None:
+        """Keep a service's report time when it is the newest since ``restart_clock``.
+
+        NOTE: a time that does not parse is no report: it proves nothing about the clocks.
+        """
+        try:
+            reported = _parse_time(value)
+        except NovaBadAnswer:
+            return
+        if reported is not None and (
+            self.newest_report_at is None or reported > self.newest_report_at
+        ):
+            self.newest_report_at = reported
 
     def _paged(self, path: str, key: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
         """Every item of a listing, following Nova's next links until there are none.
 
         NOTE: Nova clamps ``limit`` to its ``[api] max_limit``, so a page shorter
         than asked is not the end of the listing: only a page without a
-        ``<key>_links`` rel=next is (docs/design.md rule 17).
+        ``<key>_links`` rel=next is (docs/design.md rule 17). A next link must
+        continue after the page's last entry (``_next_marker``), so an endless or
+        looping one fails at once; a listing of fresh entries without end fails at
+        ``MAX_LISTED`` entries or ``MAX_PAGES`` pages, whichever comes first.
         """
         base = dict(query, limit=str(self._page_size))
         request = f"{path}?{urllib.parse.urlencode(base)}"
         seen: set[str] = set()
-        markers: set[str] = set()
-        for _ in range(self._max_pages):
+        for _ in range(MAX_PAGES):
             body = self._get(request)
             page = _list_in(body, key, request)
             if len(page) > self._page_size:
                 raise NovaBadAnswer(request=request, reason="page longer than the limit asked")
             for item in page:
-                ident = str(item.get("uuid") or item.get("id"))
+                ident = _ident(item)
                 if ident in seen:
                     raise NovaBadAnswer(request=request, reason=f"{ident} listed twice")
                 seen.add(ident)
-                yield item
+            if len(seen) > MAX_LISTED:
+                raise NovaBadAnswer(
+                    request=f"{path}?{urllib.parse.urlencode(base)}",
+                    reason=f"more than {MAX_LISTED} entries, more than a listing can hold",
+                )
+            yield from page
             marker = _next_marker(body, key, path, base, request)
             if marker is None:
                 return
-            if marker in markers:
-                raise NovaBadAnswer(request=request, reason=f"the next link returns to {marker}")
-            markers.add(marker)
             request = f"{path}?{urllib.parse.urlencode(dict(base, marker=marker))}"
         raise NovaBadAnswer(
             request=f"{path}?{urllib.parse.urlencode(base)}",
-            reason=f"still a next link after {self._max_pages} pages",
+            reason=f"still a next link after {MAX_PAGES} pages",
         )
 
     def restart_clock(self) -> None:
-        """Forget ``first_answer_at``: the next answer's Date sets it."""
+        """Forget ``first_answer_at`` and ``newest_report_at``: the next answers set them."""
         self.first_answer_at = None
+        self.newest_report_at = None
 
     def _get(self, request: str, missing_ok: bool = False) -> Any:
         body = self._retry(lambda: _checked(self._transport, request, missing_ok))
@@ -564,7 +589,22 @@ def _next_marker(
         raise NovaBadAnswer(
             request=request, reason=f"the next link {hrefs[0]} does not continue the listing"
         )
+    # NOTE: common.ViewBuilder._get_collection_links: Nova links a next page only to a
+    # full page, with the id of its last entry as the marker. Any other link (after an
+    # empty page, to an entry already listed or never listed) does not advance.
+    page = body.get(key)
+    if not page:
+        raise NovaBadAnswer(request=request, reason="a next link after an empty page")
+    if marker != _ident(page[-1]):
+        raise NovaBadAnswer(
+            request=request, reason=f"the next link's marker {marker} is not the page's last entry"
+        )
     return marker
+
+
+def _ident(item: dict[str, Any]) -> str:
+    """The id a listing's marker names an entry by (a migration's uuid, not its number)."""
+    return str(item.get("uuid") or item.get("id"))
 
 
 def _list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:

@@ -15,12 +15,19 @@ since (``changes-since`` returns changed and deleted rows):
 - the service listing of every cell: the changes come from the whole cloud, and Nova
   skips a cell it cannot reach.
 
-Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look, less
+Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look or
+the newest report time of a compute service in it, whichever is earlier, less
 ``SAFETY_MARGIN`` (Nova's services stamp ``updated_at`` with their own clocks, and a change
-is committed a moment after it is stamped). A full look comes every ``full_every`` cycles
-and whenever anything is in doubt: no earlier view (start, or the last cycle failed), no
-``Date`` from Nova, Nova's clock gone back, a domain of a server Nova places here, unchanged,
-gone, or the caller saying so (``invalidate``).
+is committed a moment after it is stamped). NOTE: the ``Date`` is the clock of one API node,
+the ``updated_at`` a row gets is its writer's (mostly the conductors', the same that stamp
+the services' reports): an API node whose clock runs ahead of them by more than the margin
+would date the changes-since past changes still to be listed. So the look's ``Date`` must
+agree with the newest report within the margin, either way, or the next look is full (a
+warning says by how much; ``clock_ahead`` is published as a metric). A full look comes
+every ``full_every`` cycles and whenever anything is in doubt: no earlier view (start, or
+the last cycle failed), no ``Date`` from Nova, no report time, Nova's clock gone back or
+off its reports, a domain of a server Nova places here, unchanged, gone, or the caller
+saying so (``invalidate``).
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ class NovaTracker:
         self.last_was_full = True
         #: The domains whose record the last view kept from an earlier one (for the tests).
         self.kept: frozenset[str] = frozenset()
+        #: Seconds Nova's ``Date`` ran ahead of its newest service report in the last look
+        #: (negative: behind); None when either was missing.
+        self.clock_ahead: float | None = None
 
     def invalidate(self, why: str) -> None:
         """Make the next observation a full look."""
@@ -127,11 +137,15 @@ class NovaTracker:
         self, view: NovaView, domains: frozenset[str], base: Baseline | None, full: bool
     ) -> None:
         """Keep ``view`` for the next cycle; ``base``: the view before it."""
-        started = self._nova.first_answer_at
+        started, reported = self._nova.first_answer_at, self._nova.newest_report_at
+        self.clock_ahead = (started - reported).total_seconds() if started and reported else None
         if started is None:
             self.invalidate("Nova's answers carry no Date")
             return
-        since = started - SAFETY_MARGIN
+        if reported is None:
+            self.invalidate("Nova's service listing carries no report time")
+            return
+        since = min(started, reported) - SAFETY_MARGIN
         incremental = 0 if full or base is None else base.incremental + 1
         same_host = base is not None and base.view.host == view.host
         earlier = base.view.lookups if base is not None and same_host else {}
@@ -141,6 +155,12 @@ class NovaTracker:
             # NOTE: Nova's clock went back: its stamps and ours may not compare.
             self.invalidate(f"Nova's clock went back from {self._last_start} to {started}")
         self._last_start = started
+        off = _clocks_disagree(started, reported)
+        if off is not None:
+            LOG.warning(
+                "Nova's clocks disagree, every look at Nova is full until they agree: %s", off
+            )
+            self.invalidate(off)
 
 
 def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:
@@ -152,3 +172,21 @@ def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:
     if base.incremental + 1 >= full_every:
         return f"every {full_every} cycles"
     return None
+
+
+def _clocks_disagree(date: datetime.datetime, reported: datetime.datetime) -> str | None:
+    """Why Nova's ``Date`` and its newest service report are too far apart, or None.
+
+    NOTE: ahead, the API node would date the next changes-since past changes its writers
+    stamp earlier; behind, the changes it writes itself (a delete) are stamped earlier
+    than the writers' time. A service that stopped reporting looks the same: that is
+    not proof of a wrong clock, but no proof of a right one either.
+    """
+    ahead = date - reported
+    if abs(ahead) <= SAFETY_MARGIN:
+        return None
+    way = "ahead of" if ahead > datetime.timedelta(0) else "behind"
+    return (
+        f"Nova's clock (Date {date.isoformat()}) is {abs(ahead)} {way} the newest report of "
+        f"its compute services ({reported.isoformat()}), beyond the {SAFETY_MARGIN} margin"
+    )

@@ -156,6 +156,13 @@ class Metrics:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
+        self.nova_clock_ahead = prom.Gauge(
+            "nova_orphans_nova_clock_ahead_seconds",
+            "How far Nova's clock (the HTTP Date of the last look's first answer) ran ahead "
+            "of the newest report time of its compute services (negative: behind). Beyond "
+            "300 s either way, every look at Nova is full until they agree.",
+            registry=self.registry,
+        )
         # NOTE: the process's CPU, memory, open files and start time, as every exporter has.
         prom.ProcessCollector(registry=self.registry)
         for kind in Kind:

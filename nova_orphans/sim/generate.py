@@ -112,7 +112,10 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "image_cache": (1.5, None, ("",)),
 }  # fmt: skip
 _WEATHER = {"calm": 0.0, "light": 0.12, "stormy": 0.35}
-_FAULTS = tuple(f.value for f in Fault)
+#: NOTE: an endless listing fails the look at its first page, as any unusable answer does
+#: (``tests/unit/test_nova_observer.py``); it stays out of the draw so that the seeded
+#: histories stay what they were.
+_FAULTS = tuple(f.value for f in Fault if f is not Fault.ENDLESS_LINKS)
 _RACES = ("vanish", "db_restore", "migrate", "toggle")
 _FAILING = ("stop", "domain_xml", "save_xml", "keep_state", "undefine", "move_instance_files",
             "purge")  # fmt: skip

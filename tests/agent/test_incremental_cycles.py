@@ -5,7 +5,10 @@ full look (rule 5)."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import pathlib
+
+import pytest
 
 from nova_orphans.agent import CycleResult
 from nova_orphans.cli import agent as cli_agent
@@ -148,6 +151,36 @@ def test_incremental_cycles_decide_what_full_looks_decide_while_orphans_stay(
     assert history[0] == history[1]
     assert any(history[0][i][1] for i in range(9))  # steps were taken
     assert not worlds[100].agent.nova_views.last_was_full
+
+
+def test_incremental_cycles_decide_what_full_looks_decide_with_novas_api_clock_ahead(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/design.md §8 and rule 20: Nova's API node runs 10 minutes ahead of the clock that
+    stamps its rows and service reports. Dated from its Date, the changes-since would miss a
+    delete and a migration stamped just after a look; the agent sees the disagreement with
+    the newest service report and looks in full: the same findings and steps as full looks,
+    a warning saying why, the metric saying by how much."""
+    worlds = {n: SimWorld(tmp_path / str(n)) for n in (1, 100)}
+    history = []
+    for n, world in worlds.items():
+        world.agent.nova_views._full_every = n
+        world.nova.api_clock_offset = datetime.timedelta(minutes=10)
+        steady = [world.boot(f"vm-{i}") for i in range(4)]
+        seen = []
+        for step in range(4):
+            if step == 1:
+                world.nova.local_delete(steady[0], at=world.now)
+            if step == 2:
+                world.nova.live_migrate(steady[1], OTHER, cleanup_failed=True, at=world.now)
+            seen.append(findings_and_steps(world.cycle()))
+        history.append(seen)
+    assert history[0] == history[1]
+    assert any(steps for _, steps in history[0])  # the orphans were acted on
+    agent = worlds[100].agent
+    assert agent.nova_views.last_was_full
+    assert agent.metrics.registry.get_sample_value("nova_orphans_nova_clock_ahead_seconds") == 600
+    assert "ahead of the newest report of its compute services" in caplog.text
 
 
 def test_a_step_is_never_taken_on_a_kept_lookup(tmp_path: pathlib.Path) -> None:

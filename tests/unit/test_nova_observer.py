@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.demo.simnova import START, Fault, SimulatedNova
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
@@ -16,7 +16,13 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import MICROVERSION, NovaObserver, default_retry
+from nova_orphans.observe.nova import (
+    MAX_LISTED,
+    MAX_PAGES,
+    MICROVERSION,
+    NovaObserver,
+    default_retry,
+)
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
 
 HOST = "cmp-1"
@@ -366,21 +372,81 @@ def test_a_next_link_back_to_a_marker_already_followed_is_an_error():
     answers = iter([linked([a, b], b["id"]), linked([c, d], b["id"])])
     nova = ScriptedNova()
     nova.override = lambda path: (200, next(answers))
-    with pytest.raises(NovaBadAnswer, match="returns to"):
+    with pytest.raises(NovaBadAnswer, match=f"marker {b['id']} is not the page's last entry"):
         observer(nova, page_size=2).servers_on_host(HOST)
     assert len(nova.requests) == 2
 
 
-def test_a_listing_that_never_ends_is_cut_off_and_an_error():
-    def endless(path: str) -> tuple[int, Any]:
-        item = srv()
-        return 200, linked([item], item["id"])
+@pytest.mark.parametrize(
+    "listing",
+    [
+        lambda obs: obs.summaries_on_host(HOST),
+        lambda obs: obs.changed_since(START),
+        lambda obs: obs.deleted_on_host(HOST),
+        lambda obs: obs.migrations_touching(HOST),
+    ],
+    ids=["host", "changes", "deleted", "migrations"],
+)
+def test_endless_next_links_fail_closed_at_the_first_page(listing):
+    """docs/design.md rule 20: Nova's answers are hostile input. A simulated Nova whose every
+    page is empty and links to a next one under a new marker: the first page fails the look
+    (Nova links only a full page, by its last entry), one clear line, no second request."""
+    sim = SimulatedNova()
+    sim.add_compute(HOST)
+    sim.boot(HOST, "vm")
+    sim.inject(Fault.ENDLESS_LINKS, times=20_000)
+    obs = NovaObserver(sim, retry=lambda call: call())
+    with pytest.raises(NovaBadAnswer, match="a next link after an empty page") as failed:
+        list(listing(obs))
+    assert sim.request_count == 1
+    assert "\n" not in str(failed.value)
 
+
+def test_a_next_link_to_an_entry_not_last_on_its_page_fails_at_once():
+    """docs/design.md rule 20: a link that does not advance past its page (to its first
+    entry, or to an id the page does not end with) is not followed."""
+    a, b = srv(), srv()
+    for marker in (a["id"], str(uuidlib.uuid4())):
+        nova = ScriptedNova()
+        nova.override = lambda path, m=marker: (200, linked([a, b], m))
+        with pytest.raises(NovaBadAnswer, match="is not the page's last entry"):
+            observer(nova, page_size=2).servers_on_host(HOST)
+        assert len(nova.requests) == 1
+
+
+def endless_fresh_pages(nova: ScriptedNova, per_page: int, most: int):
+    """Full, well-formed pages of new servers, each linking to the next by its last entry;
+    a request beyond ``most`` fails the test (no Nova answers that many)."""
+
+    def answer(path: str) -> tuple[int, Any]:
+        assert len(nova.requests) <= most, f"{len(nova.requests)} requests and still paging"
+        items = [{"id": str(uuidlib.uuid4()), "name": "vm", "links": []} for _ in range(per_page)]
+        query = f"all_tenants=1&host={HOST}&limit=1000"
+        href = f"{NOVA}/servers?{query}&marker={items[-1]['id']}"
+        return 200, {"servers": items, "servers_links": [{"rel": "next", "href": href}]}
+
+    return answer
+
+
+def test_a_listing_of_new_servers_without_end_stops_at_what_a_listing_can_hold():
+    """docs/design.md rule 20: full pages of fresh servers with well-formed links, at the
+    default page size: the look fails after ``MAX_LISTED`` entries (101 pages of 1,000),
+    not after 10,000 pages."""
     nova = ScriptedNova()
-    nova.override = endless
-    with pytest.raises(NovaBadAnswer, match="still a next link after 1000 pages"):
-        observer(nova, page_size=2).servers_on_host(HOST)
-    assert len(nova.requests) == 1000
+    nova.override = endless_fresh_pages(nova, 1000, most=MAX_LISTED // 1000 + 1)
+    with pytest.raises(NovaBadAnswer, match=f"more than {MAX_LISTED} entries"):
+        observer(nova).summaries_on_host(HOST)
+    assert len(nova.requests) == MAX_LISTED // 1000 + 1
+
+
+def test_a_listing_of_one_server_a_page_without_end_stops_at_max_pages():
+    """Nova's ``[api] max_limit`` may shrink its pages to one entry; a listing that still
+    links on after ``MAX_PAGES`` pages fails closed (before, 10,000 at the default size)."""
+    nova = ScriptedNova()
+    nova.override = endless_fresh_pages(nova, 1, most=MAX_PAGES)
+    with pytest.raises(NovaBadAnswer, match=f"still a next link after {MAX_PAGES} pages"):
+        observer(nova).summaries_on_host(HOST)
+    assert len(nova.requests) == MAX_PAGES
 
 
 @pytest.mark.parametrize(

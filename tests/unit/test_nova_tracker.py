@@ -482,6 +482,81 @@ def test_changes_are_asked_since_novas_clock_less_the_margin_not_ours() -> None:
     assert asked == first - datetime.timedelta(minutes=5)
 
 
+def since_asked(h: Host) -> datetime.datetime:
+    """The ``changes-since`` of the first change listing in Nova's log."""
+    since = next(p for p in h.nova.log if "changes-since=" in p and "uuid=" not in p)
+    value = since.split("changes-since=")[1].split("&")[0].replace("%3A", ":")
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_an_api_clock_ahead_of_novas_writers_makes_every_look_full(caplog) -> None:
+    """docs/design.md §8 and rule 20: an API node 10 minutes ahead of the clock that stamps
+    Nova's rows and service reports would date the next changes-since past a delete stamped
+    a second after the look, hiding it until the next full look. Its Date disagrees with the
+    newest service report: every look is full, and the delete is seen at once."""
+    h = Host(servers=3)
+    h.nova.api_clock_offset = datetime.timedelta(minutes=10)
+    h.tracked()
+    gone = next(iter(h.domains))
+    h.nova.local_delete(gone)
+    tracked, full = h.both()
+    assert tracked == full and [(f.uuid, f.kind.value) for f in tracked] == [(gone, "deleted")]
+    assert h.tracker.last_was_full and h.tracker.clock_ahead == 600
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"][-1:]
+    assert "0:10:00 ahead of the newest report of its compute services" in warning.getMessage()
+
+
+def test_an_api_clock_behind_novas_writers_makes_every_look_full() -> None:
+    """Behind by more than the margin, the changes the API node writes itself (a delete)
+    are stamped earlier than the writers' time: no incremental look either."""
+    h = Host(servers=3)
+    h.nova.api_clock_offset = -datetime.timedelta(minutes=10)
+    for _ in range(3):
+        h.later()
+        h.tracked()
+        assert h.tracker.last_was_full
+    assert h.tracker.clock_ahead == -600
+
+
+def test_within_the_margin_changes_are_asked_since_the_earlier_of_date_and_reports() -> None:
+    """An API node 4 minutes ahead agrees with the reports within the margin: incremental
+    looks, dated from the report (the writers' clock), not from the node's Date."""
+    h = Host(servers=3)
+    h.nova.api_clock_offset = datetime.timedelta(minutes=4)
+    h.tracked()
+    reported = h.nova.clock
+    gone = next(iter(h.domains))
+    h.nova.local_delete(gone)
+    h.later()
+    h.nova.log.clear()
+    tracked = h.tracked()
+    assert not h.tracker.last_was_full
+    assert since_asked(h) == reported - datetime.timedelta(minutes=5)
+    assert [(f.uuid, f.kind.value) for f in tracked] == [(gone, "deleted")]
+
+
+def test_a_service_listing_without_report_times_makes_every_look_full() -> None:
+    """No report time, nothing to check Nova's Date against: every look is full."""
+    h = Host(servers=3)
+
+    class NoReports:
+        @property
+        def date(self) -> datetime.datetime | None:
+            return h.nova.date
+
+        def get(self, path: str):
+            status, body = h.nova.get(path)
+            for service in body.get("services", []) if isinstance(body, dict) else []:
+                service.pop("updated_at", None)
+            return status, body
+
+    h.tracker = NovaTracker(NovaObserver(NoReports(), retry=lambda c: c()), full_every=100)
+    for _ in range(3):
+        h.later()
+        h.tracked()
+        assert h.tracker.last_was_full and h.tracker.clock_ahead is None
+
+
 def test_a_cell_that_does_not_answer_fails_an_incremental_look_closed() -> None:
     """docs/design.md rule 17: the cloud-wide change listing skips a cell Nova cannot reach,
     so a server that moved into it would look unchanged, still managed here."""
