@@ -48,11 +48,11 @@ import libvirt
 from benchmarks import bench_libvirt_observer
 from benchmarks.nova_costs import DEFAULT_PATH, CostModel, records_in
 from nova_orphans import pipeline
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.nova_reference import live_servers
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver, Transport, parse_server
-from tests import worlds
-from tests.nova_reference import live_servers
 
 HOST = "bench-1"
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -49,7 +49,9 @@ from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import reports as fleet_reports
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.from_reports import merge_reports
@@ -58,8 +60,6 @@ from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import NOVA_CONCURRENCY, FleetNovaObserver
 from nova_orphans.pipeline import AuditReport
-from tests import worlds
-from tests.nova_reference import reference_fleet_views
 
 DOMAINS_PER_HOST = 50
 SPLIT = str(uuidlib.UUID(int=(1 << 96) + 1))

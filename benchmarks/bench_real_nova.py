@@ -81,12 +81,12 @@ from nova_orphans import agent as agent_loop
 from nova_orphans import conf as config
 from nova_orphans import pipeline
 from nova_orphans.cli import agent as agent_cli
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import MICROVERSION, NovaObserver
 from nova_orphans.observe.nova_tracker import SAFETY_MARGIN
 from nova_orphans.record.metrics import Metrics
-from tests import worlds
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "e2e" / "stack"))
 

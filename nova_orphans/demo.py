@@ -16,8 +16,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from nova_orphans import pipeline
 from nova_orphans.core.model import Kind
-from nova_orphans.demo.simnova import SimulatedNova
-from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.placement import PlacementObserver
 

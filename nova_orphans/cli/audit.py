@@ -85,21 +85,21 @@ def _holds(conf: Any) -> dict[str, Hold]:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Audit the embedded simulated cloud through the same pipeline."""
-    from nova_orphans.demo import world
+    from nova_orphans import demo
 
     configure.setup_logging(configure.logging_conf(), args)
     with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
-        demo = world.build(directory)
-        with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
+        cloud = demo.build(directory)
+        with LibvirtObserver.open(cloud.libvirt_uri) as hypervisor:
             # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
-            nova = NovaObserver(demo.nova, retry=lambda call: call())
+            nova = NovaObserver(cloud.nova, retry=lambda call: call())
             result = pipeline.audit(
                 hypervisor,
                 nova,
-                demo.host,
-                demo.now,
-                compute_id_dirs=(str(demo.state_path),),
-                services=demo.services,
+                cloud.host,
+                cloud.now,
+                compute_id_dirs=(str(cloud.state_path),),
+                services=cloud.services,
             )
     return show(result, args)
 

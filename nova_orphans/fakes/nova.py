@@ -27,8 +27,8 @@ import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
-from nova_orphans.demo import simnova_views as views
-from nova_orphans.demo.simnova_views import SimCompute, SimMigration, SimServer
+from nova_orphans.fakes import nova_views as views
+from nova_orphans.fakes.nova_views import SimCompute, SimMigration, SimServer
 from nova_orphans.observe.errors import NovaUnreachable
 
 START = datetime.datetime(2024, 4, 1, tzinfo=views.UTC)

@@ -3,7 +3,7 @@
 The rows mirror Nova's ``instances``, ``migrations`` and ``services``/compute
 node tables; the functions mirror what Nova's API and DB layers do with them
 (admin credentials, microversion 2.69). Facts marked NOTE were checked in
-openstack/nova. ``SimulatedNova`` (simnova.py) is the only user.
+openstack/nova. ``SimulatedNova`` (fakes/nova.py) is the only user.
 """
 
 from __future__ import annotations

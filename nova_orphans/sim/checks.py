@@ -65,7 +65,7 @@ from collections.abc import Iterable
 from nova_orphans.agent import CycleResult
 from nova_orphans.core.model import Domain, Kind, Selector
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simhost import Quarantined, SimulatedHost
+from nova_orphans.fakes.host import Quarantined, SimulatedHost
 from nova_orphans.record.journal import STAMP_FORMAT, Journal
 from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped

@@ -11,8 +11,8 @@ from nova_orphans.act.restore import restore as guarded_restore
 from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action, Policy
-from nova_orphans.demo.simhost import SimulatedEffects, SimulatedHost
-from nova_orphans.demo.simnova import START, SimulatedNova
+from nova_orphans.fakes.host import SimulatedEffects, SimulatedHost
+from nova_orphans.fakes.nova import START, SimulatedNova
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
 

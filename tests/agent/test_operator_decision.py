@@ -18,7 +18,7 @@ from nova_orphans import cli
 from nova_orphans.act.restore import RestoreRefused
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.nova import Fault
 from tests import report_schema
 from tests.agent.simworld import OTHER, SimWorld
 

@@ -15,7 +15,7 @@ import pytest
 from nova_orphans import pipeline
 from nova_orphans.core.model import DangerKind, Disk, Interface, Kind, Selector, Usage
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.placement import PlacementObserver
 from tests.agent.simworld import OTHER, SimWorld

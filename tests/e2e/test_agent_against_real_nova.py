@@ -41,7 +41,7 @@ from typing import Any
 import harness
 import pytest
 
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.nova
 

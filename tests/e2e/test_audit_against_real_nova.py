@@ -16,7 +16,8 @@ from typing import Any
 import harness
 import pytest
 
-from tests import report_schema, worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 

@@ -29,7 +29,8 @@ import pytest
 from keystoneauth1 import session as ks_session
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import report_schema, worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 

@@ -23,7 +23,7 @@ import harness
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.nova
 

@@ -28,7 +28,8 @@ import harness
 import pytest
 import yaml
 
-from tests import report_schema, worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 

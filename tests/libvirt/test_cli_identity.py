@@ -14,8 +14,8 @@ import pytest
 
 from nova_orphans import cli
 from nova_orphans.cli import audit as audit_cli
-from nova_orphans.demo.simnova import SimulatedNova
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
 
 
 @pytest.fixture

@@ -21,8 +21,9 @@ from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Kind
-from nova_orphans.demo.simnova import Fault, SimulatedNova
-from tests import report_schema, worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import Fault, SimulatedNova
+from tests import report_schema
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
 HOSTS = ("cmp-1", "cmp-2", "cmp-3")

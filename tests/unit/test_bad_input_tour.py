@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 from nova_orphans import cli
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import Journal
-from tests import worlds
 
 UNKNOWN_UUID = "11111111-2222-3333-4444-555555555555"
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"

@@ -17,10 +17,10 @@ import pytest
 
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata, NovaView, Selector
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fakes.nova import Fault, SimulatedNova
+from nova_orphans.fakes.nova_reference import reference_observe
 from nova_orphans.observe.errors import NovaBadAnswer, NovaError
 from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver
-from tests.nova_reference import reference_observe
 
 HOST, OTHER = "cmp-1", "cmp-2"
 DENIED = "denied-*"

@@ -13,7 +13,7 @@ import pytest
 
 from nova_orphans import cli
 from nova_orphans.cli import audit as audit_cli
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes.nova import SimulatedNova
 
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
 

@@ -20,8 +20,8 @@ from oslo_config import cfg
 from nova_orphans import cli, config_check, exits
 from nova_orphans import conf as config
 from nova_orphans.act.recording import RecordingEffects
-from nova_orphans.demo.simnova import SimulatedNova
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample"

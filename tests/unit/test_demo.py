@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import json
 
-from nova_orphans import cli
-from nova_orphans.demo import world
+from nova_orphans import cli, demo
 
 
 def test_demo_reports_one_guest_of_each_kind_and_exits_5_for_its_shared_volume(capsys):
     assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
     document = json.loads(capsys.readouterr().out)
-    assert document["host"] == world.HOST
+    assert document["host"] == demo.HOST
     found = {f["uuid"]: f["kind"] for f in document["findings"]}
-    assert found == {uuid: kind.value for uuid, kind in world.build().expected.items()}
+    assert found == {uuid: kind.value for uuid, kind in demo.build().expected.items()}
 
 
 def test_demo_table_names_every_finding(capsys):
     assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
     table = capsys.readouterr().out
-    for uuid in world.build().expected:
+    for uuid in demo.build().expected:
         assert uuid in table
     summary = "1 deleted, 1 unknown, 1 misplaced, 1 lost, 1 foreign, 1 protected"
     assert summary in " ".join(table.split())
@@ -29,7 +28,7 @@ def test_demo_json_carries_what_nova_said(capsys):
     cli.main(["demo", "--format", "json"])
     by_kind = {f["kind"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
     assert by_kind["deleted"]["deleted_at"] and by_kind["deleted"]["vm_state"] == "deleted"
-    assert by_kind["misplaced"]["nova_host"] == world.OTHER_HOST
+    assert by_kind["misplaced"]["nova_host"] == demo.OTHER_HOST
     assert by_kind["unknown"]["nova_host"] is None
     assert by_kind["lost"]["domain_state"] is None
 
@@ -40,10 +39,10 @@ def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
     dangers = [line for line in lines if line.startswith("DANGER ")]
     assert dangers == [
         f"DANGER shared-volume {_uuid('db-old')} (instance-00000002): volume "
-        f"{world.SHARED_VOLUME} is attached to server 88888888-8888-4888-8888-888888888888 on "
+        f"{demo.SHARED_VOLUME} is attached to server 88888888-8888-4888-8888-888888888888 on "
         "compute-2 while this guest still holds it: two writers on one disk",
         f"DANGER address-conflict {_uuid('batch-7')} (instance-00000003): MAC fa:16:3e:00:00:03 "
-        f"is port {world.REUSED_PORT} (10.0.0.23) of server 88888888-8888-4888-8888-888888888888 "
+        f"is port {demo.REUSED_PORT} (10.0.0.23) of server 88888888-8888-4888-8888-888888888888 "
         "on compute-2: the same address on the network twice",
     ]
     # The shared volume's guest is listed first, before the table's usual order.
@@ -54,4 +53,4 @@ def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
 
 
 def _uuid(name: str) -> str:
-    return next(g.uuid for g in world.GUESTS if g.name == name)
+    return next(g.uuid for g in demo.GUESTS if g.name == name)

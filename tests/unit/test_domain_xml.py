@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nova_orphans.core import model
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import domain_xml
-from tests import worlds
 
 NS11 = domain_xml.NOVA_NS_1_1
 NS10 = domain_xml.NOVA_NS_1_0

@@ -3,7 +3,7 @@ finding, one lookup per UUID for the whole fleet) gives exactly the findings of 
 listing of the whole cloud it replaced, in every situation the detail view could hide, and
 within the request budget the design gives (docs/design.md §9).
 
-The reference (``tests.nova_reference.reference_fleet_views``) is the fleet observation as it
+The reference (``fakes.nova_reference.reference_fleet_views``) is the fleet observation as it
 was: every live server of the cloud in detail, a lookup per UUID that listing does not explain,
 every migration. Both run over the same simulated Nova and the findings of every host — kind,
 reason, domain and Nova's record — must be equal.
@@ -22,13 +22,13 @@ import pytest
 
 from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, Selector
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fakes.nova import Fault, SimulatedNova
+from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet.audit import fleet_audit
 from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
-from tests.nova_reference import reference_fleet_views
 from tests.unit import test_cheap_listing as single
 from tests.unit.test_cheap_listing import DENIED, HOST, OTHER, domain
 

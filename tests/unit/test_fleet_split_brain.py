@@ -17,7 +17,7 @@ from nova_orphans.core.model import (
     Selector,
     Server,
 )
-from tests.nova_reference import nova_view_for
+from nova_orphans.fakes.nova_reference import nova_view_for
 
 UUID = "0b9c1a52-8f4e-4a4e-9d7c-1f2e3d4c5b6a"
 OTHER = "5d8e7f6a-1b2c-4d3e-8f9a-0b1c2d3e4f5a"

@@ -19,7 +19,7 @@ from benchmarks.nova_costs import (
     parse_request_log,
     records_in,
 )
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes.nova import SimulatedNova
 
 UUID = "0b6bd5a1-3f44-4d0e-9d4e-8f0c6e1f2a3b"
 LOG = [

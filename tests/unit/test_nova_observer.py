@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,

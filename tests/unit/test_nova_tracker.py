@@ -10,7 +10,7 @@ import pytest
 
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_tracker import NovaTracker

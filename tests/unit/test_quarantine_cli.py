@@ -98,7 +98,7 @@ def state(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> State:
     # NOTE: restore asks Nova first (docs/design.md rule 13); this Nova has no record of
     # any guest here, so every restore is allowed to start.
     from nova_orphans.cli import journal as cli_journal
-    from nova_orphans.demo.simnova import SimulatedNova
+    from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
     nova.add_compute("cmp-1")
@@ -233,7 +233,7 @@ def test_restore_is_journaled_and_closes_the_entry(
     import libvirt
 
     from nova_orphans.act import live
-    from tests import worlds
+    from nova_orphans.fakes import libvirt_node as worlds
 
     uuid = worlds.random_uuid()
     conn = libvirt.open("test:///default")

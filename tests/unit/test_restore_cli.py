@@ -9,8 +9,8 @@ import pathlib
 import pytest
 
 from nova_orphans import cli
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import Journal, QuarantineEntry
-from tests import worlds
 
 U = "11111111-2222-4333-8444-555555555555"
 STAMP = "20261101T120000Z"

@@ -13,7 +13,7 @@ import pathlib
 import pytest
 
 from nova_orphans import cli
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes.nova import SimulatedNova
 from tests import http_nova
 
 ADMIN_TOKEN = "s3cret-admin-token-4242"

@@ -14,9 +14,10 @@ import pathlib
 import pytest
 
 from nova_orphans import cli
-from nova_orphans.demo.simnova import SimulatedNova
-from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
-from tests import http_nova, report_schema, worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from tests import http_nova, report_schema
 
 PASSWORD = "pw-services"
 TOKEN = "admin-token-services"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from nova_orphans.demo import world
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans import demo as demo_cloud
+from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaError, NovaUnreachable
 from nova_orphans.observe.nova import NovaObserver
 
@@ -486,7 +486,7 @@ def test_nova_adapter_fails_closed_on_an_injected_fault(
 def test_demo_world_loads_in_libvirt_with_six_domains(tmp_path: pathlib.Path) -> None:
     libvirt = pytest.importorskip("libvirt")
     libvirt.registerErrorHandler(lambda *args: None, None)
-    demo = world.build(tmp_path)
+    demo = demo_cloud.build(tmp_path)
     conn = libvirt.open(demo.libvirt_uri)
     try:
         uuids = {d.UUIDString() for d in conn.listAllDomains()}
@@ -498,7 +498,7 @@ def test_demo_world_loads_in_libvirt_with_six_domains(tmp_path: pathlib.Path) ->
 
 
 def test_demo_world_holds_one_guest_of_each_kind_as_nova_sees_it(tmp_path: pathlib.Path) -> None:
-    demo = world.build(tmp_path)
+    demo = demo_cloud.build(tmp_path)
     by_kind = {kind.value: uuid for uuid, kind in demo.expected.items()}
     assert sorted(by_kind) == ["deleted", "foreign", "lost", "misplaced", "protected", "unknown"]
     view = NovaObserver(demo.nova, retry=lambda call: call()).observe(
@@ -510,7 +510,7 @@ def test_demo_world_holds_one_guest_of_each_kind_as_nova_sees_it(tmp_path: pathl
     assert view.lookups[by_kind["unknown"]] is None
     assert view.lookups[by_kind["foreign"]] is None
     misplaced = view.lookups[by_kind["misplaced"]]
-    assert misplaced is not None and misplaced.host == world.OTHER_HOST
+    assert misplaced is not None and misplaced.host == demo_cloud.OTHER_HOST
     assert [(m.migration_type, m.status) for m in view.migrations] == [
         ("live-migration", "completed")
     ]
@@ -519,7 +519,7 @@ def test_demo_world_holds_one_guest_of_each_kind_as_nova_sees_it(tmp_path: pathl
 
 
 def test_demo_world_is_the_same_every_time(tmp_path: pathlib.Path) -> None:
-    one, two = world.build(tmp_path / "a"), world.build(tmp_path / "b")
+    one, two = demo_cloud.build(tmp_path / "a"), demo_cloud.build(tmp_path / "b")
     assert one.node_xml.read_text() == two.node_xml.read_text()
     assert one.nova.get("/servers/detail?all_tenants=1") == two.nova.get(
         "/servers/detail?all_tenants=1"
