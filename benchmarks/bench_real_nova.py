@@ -13,7 +13,7 @@ rounds, medians reported), it measures:
 - ``nova-orphans audit`` as a fresh CLI process: wall, peak RSS, Nova requests;
   its findings are checked (every planted orphan found with its kind, no
   managed server reported), so a broken audit cannot be timed;
-- the same audit in-process (``pipeline.audit``), without start-up and imports;
+- the same audit in-process (``audit.audit``), without start-up and imports;
 - one ``GET /servers/{id}`` per domain (classic scripts), libvirt scan included;
 - listing every server of the cloud in detail, libvirt scan included;
 - the host's listing alone, detail view and plain view, and the UUIDs and names
@@ -78,8 +78,8 @@ from benchmarks.nova_costs import (
     records_in,
 )
 from nova_orphans import agent as agent_loop
+from nova_orphans import audit
 from nova_orphans import conf as config
-from nova_orphans import pipeline
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable
@@ -464,7 +464,7 @@ class Bench:
 
         def body(transport: Timed) -> None:
             with LibvirtObserver.open(self.uri) as observer:
-                report = pipeline.audit(
+                report = audit.audit(
                     observer, NovaObserver(transport, retry=bench_audit.once), HOST, now()
                 )
             found = [{"uuid": f.uuid, "kind": f.kind.value} for f in report.findings]

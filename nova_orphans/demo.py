@@ -14,7 +14,7 @@ import pathlib
 import tempfile
 from xml.sax.saxutils import escape, quoteattr
 
-from nova_orphans import pipeline
+from nova_orphans import audit
 from nova_orphans.core.model import Kind
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
@@ -87,9 +87,9 @@ class DemoWorld:
     neutron: SimNeutron = dataclasses.field(default_factory=SimNeutron)
 
     @property
-    def services(self) -> pipeline.Services:
+    def services(self) -> audit.Services:
         """Placement, Cinder and Neutron of the demo cloud, as the audit asks them."""
-        return pipeline.Services(
+        return audit.Services(
             PlacementObserver(self.placement), DangerObserver(self.cinder, self.neutron)
         )
 

@@ -8,8 +8,8 @@ import sys
 import tempfile
 from typing import Any
 
+from nova_orphans import audit, report
 from nova_orphans import conf as config
-from nova_orphans import pipeline, report
 from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind
@@ -31,7 +31,7 @@ def transport_from_conf(conf: Any) -> KeystoneTransport:
         raise config.ConfigError(str(exc)) from exc
 
 
-def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
+def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
     """Placement, Cinder and Neutron on Nova's session: ``[services]`` endpoints or the catalog.
 
     NOTE: a transport without a keystoneauth session (a simulated Nova) has no
@@ -45,7 +45,7 @@ def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
         )
         for option, name, catalog in config.SERVICE_ENDPOINTS
     }
-    return pipeline.Services(
+    return audit.Services(
         PlacementObserver(clients["Placement"]),
         DangerObserver(clients["Cinder"], clients["Neutron"]),
     )
@@ -60,7 +60,7 @@ def run_audit(args: argparse.Namespace) -> int:
     transport = transport_from_conf(conf)
     nova = NovaObserver(transport, lookups_at_once=LOOKUPS_AT_ONCE)
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
-        result = pipeline.audit(
+        result = audit.audit(
             hypervisor,
             nova,
             settings.host,
@@ -93,7 +93,7 @@ def run_demo(args: argparse.Namespace) -> int:
         with LibvirtObserver.open(cloud.libvirt_uri) as hypervisor:
             # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
             nova = NovaObserver(cloud.nova, retry=lambda call: call())
-            result = pipeline.audit(
+            result = audit.audit(
                 hypervisor,
                 nova,
                 cloud.host,
@@ -104,7 +104,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return show(result, args)
 
 
-def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
+def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
     orphans, else 0.
 

@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 
 import nova_orphans.agent as agent_module
+from nova_orphans import audit, config_check
 from nova_orphans import conf as config
-from nova_orphans import config_check, pipeline
 from nova_orphans.act import restore as restore_module
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import identity
@@ -53,7 +53,7 @@ def identity_always_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     def verified(hypervisor, nova, host, compute_id_dirs):  # type: ignore[no-untyped-def]
         return identity.Verdict(host, identity.State.VERIFIED, (), "not checked")
 
-    monkeypatch.setattr(pipeline, "check_identity", verified)
+    monkeypatch.setattr(audit, "check_identity", verified)
     monkeypatch.setattr(decide_module, "_brake", lambda *args: None)
 
 

@@ -353,12 +353,12 @@ def test_an_observer_that_ignores_the_hosts_down_cell_breaks_the_classification_
     # NOTE: the structural brake (no server here, many Nova guests) still stops the agent;
     # and the identity check (the host's node is in the down cell too) would abort the cycle
     # first, so it is taken out as well: this test is about the classification invariant.
-    from nova_orphans import pipeline
+    from nova_orphans import audit
     from nova_orphans.core import identity
 
     monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
     monkeypatch.setattr(
-        pipeline,
+        audit,
         "check_identity",
         lambda hypervisor, nova, host, dirs: identity.Verdict(
             host, identity.State.VERIFIED, (), "identity taken on trust (broken product)"

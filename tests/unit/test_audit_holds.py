@@ -10,11 +10,11 @@ import sqlite3
 
 from nova_orphans import conf as config
 from nova_orphans import report
+from nova_orphans.audit import AuditReport
 from nova_orphans.cli import audit
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
-from nova_orphans.pipeline import AuditReport
 from nova_orphans.record.journal import Journal
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
