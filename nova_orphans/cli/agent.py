@@ -14,7 +14,6 @@ from oslo_config import cfg
 
 from nova_orphans import agent as agent_loop
 from nova_orphans import conf as config
-from nova_orphans import report
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.paths import write_durably
@@ -25,6 +24,7 @@ from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.metrics import Metrics
+from nova_orphans.render import host as report
 
 LOG = logging.getLogger(__name__)
 

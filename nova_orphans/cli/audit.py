@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from nova_orphans import audit, report
+from nova_orphans import audit
 from nova_orphans import conf as config
 from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
@@ -21,6 +21,7 @@ from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.observe.services import KeystoneClient, sibling
 from nova_orphans.record.journal import Journal
+from nova_orphans.render import host as report
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:

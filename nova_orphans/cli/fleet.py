@@ -19,18 +19,20 @@ from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from nova_orphans import conf as config
-from nova_orphans import table
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
-from nova_orphans.fleet import render, render_reports, reports
+from nova_orphans.fleet import reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import OnProgress, Progress, Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.render import fleet as render
+from nova_orphans.render import fleet_reports as render_reports
+from nova_orphans.render import table
 
 EXIT_OK, EXIT_ERROR, EXIT_FOUND = common.EXIT_OK, common.EXIT_ERROR, common.EXIT_FOUND
 

@@ -12,7 +12,6 @@ import sys
 from typing import Any
 
 from nova_orphans import conf as config
-from nova_orphans import report, table
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -20,6 +19,8 @@ from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
+from nova_orphans.render import host as report
+from nova_orphans.render import table
 
 #: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
 QUARANTINE_WAIT = 60.0

@@ -10,11 +10,12 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from nova_orphans import report, table
 from nova_orphans.core import cost
 from nova_orphans.core import leftovers as host_side
 from nova_orphans.core.model import Finding, Kind
 from nova_orphans.fleet.audit import FleetReport, HostReport
+from nova_orphans.render import host as report
+from nova_orphans.render import table
 
 #: Kinds whose guest Nova already cleaned up after on its side (or forgot).
 LEFTOVER_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN})

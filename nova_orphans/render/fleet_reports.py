@@ -5,11 +5,12 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from nova_orphans import report, table
 from nova_orphans.core import cost
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
-from nova_orphans.fleet import render
+from nova_orphans.render import fleet as render
+from nova_orphans.render import host as report
+from nova_orphans.render import table
 
 
 def render_json(fleet: MergedFleet) -> str:

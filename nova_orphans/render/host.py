@@ -8,12 +8,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from nova_orphans import table
 from nova_orphans.audit import AuditReport
 from nova_orphans.core import cost
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, Usage
+from nova_orphans.render import table
 from nova_orphans.version import tool_version
 
 #: Version of the JSON documents' shape (docs/schema/report.schema.json); raised on any

@@ -14,10 +14,11 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli, table
+from nova_orphans import cli
 from nova_orphans.core.model import Kind
-from nova_orphans.fleet import render
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.render import fleet as render
+from nova_orphans.render import table
 from tests.libvirt.test_fleet_reports_test_driver import SPLIT, Cloud, cloud, domain, healthy
 from tests.libvirt.test_fleet_test_driver import Fleet, fleet
 

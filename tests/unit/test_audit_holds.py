@@ -9,13 +9,13 @@ import pathlib
 import sqlite3
 
 from nova_orphans import conf as config
-from nova_orphans import report
 from nova_orphans.audit import AuditReport
 from nova_orphans.cli import audit
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
 from nova_orphans.record.journal import Journal
+from nova_orphans.render import host as report
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 U = "11111111-2222-3333-4444-555555555555"

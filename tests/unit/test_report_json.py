@@ -11,10 +11,11 @@ import pathlib
 import jsonschema
 import pytest
 
-from nova_orphans import cli, report
+from nova_orphans import cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.render import host as report
 from tests import report_schema
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
