@@ -19,8 +19,8 @@ from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
+from nova_orphans.render import history, table
 from nova_orphans.render import host as report
-from nova_orphans.render import table
 
 #: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
 QUARANTINE_WAIT = 60.0
@@ -52,68 +52,22 @@ def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
     and holds and releases, newest first (JSON: ``events`` in the versioned envelope)."""
     journal, paths, _ = _journal(args, journal_required=True)
-    events = _events(journal, args.uuid)
+    events = history.events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
-        events += _steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
+        events += history.steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
         events.sort(key=lambda e: e[0], reverse=True)
     del events[args.limit :]
     if args.format == "json":
         records = [record for _, record, _ in events]
         print(json.dumps(report.versioned({"events": records}), indent=2))
         return common.EXIT_OK
-    rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
-    columns = HISTORY_WIDE if args.wide else HISTORY
-    for line in table.render(columns, [_history_cells(r, args.wide) for r in rows], args.wide):
+    rows = [(history.when(at, args.wide), *cells) for at, _, cells in events]
+    columns = history.HISTORY_WIDE if args.wide else history.HISTORY
+    for line in table.render(
+        columns, [history.history_cells(r, args.wide) for r in rows], args.wide
+    ):
         print(line)
     return common.EXIT_OK
-
-
-#: ``history``'s columns, and with ``--wide``.
-HISTORY = (table.Column("WHEN (UTC)"), table.Column("UUID"), table.Column("EVENT", 14),
-           table.Column("OUTCOME", 10), table.Column("DETAIL"))  # fmt: skip
-HISTORY_WIDE = (table.Column("WHEN"), table.Column("UUID"), table.Column("KIND"),
-                table.Column("EVENT"), table.Column("OUTCOME"), table.Column("DETAIL"))  # fmt: skip
-#: One event's cells: uuid, kind, event, outcome, detail (``WHEN`` comes first).
-Cells = tuple[str, str, str, str, str]
-
-
-def _history_cells(row: tuple[str, ...], wide: bool) -> tuple[str, ...]:
-    """The cells of ``HISTORY_WIDE`` (``wide``) or ``HISTORY`` (no kind)."""
-    return row if wide else row[:2] + row[3:]
-
-
-def _when(at: datetime.datetime, wide: bool) -> str:
-    """A moment for a table: ISO 8601 with ``--wide``, else UTC to the minute."""
-    if wide:
-        return at.isoformat()
-    return at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, Cells]]:
-    """(when, JSON record, table cells) of every step, hold and release, newest first.
-
-    A step's record is its intent with ``event`` "step"; a hold's and a release's
-    have ``event``, ``uuid``, ``at`` and ``reason``.
-    """
-    events = _steps(journal.history(uuid))
-    for h in journal.hold_events(uuid):
-        moments = [("hold", h.since)] + ([("release", h.released_at)] if h.released_at else [])
-        for event, at in moments:
-            record = {"event": event, "uuid": h.uuid, "at": at.isoformat(), "reason": h.reason}
-            events.append((at, record, (h.uuid, "-", event, "-", h.reason)))
-    # NOTE: sorted is stable: events of the same moment keep the order above.
-    return sorted(events, key=lambda e: e[0], reverse=True)
-
-
-def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, Cells]]:
-    """(when, JSON record, table cells) of each intent; its record has ``event`` "step"."""
-    events = []
-    for i in intents:
-        event = f"{i.step} (dry run)" if i.dry_run else i.step
-        cells = (i.uuid, i.kind, event, i.outcome or "OPEN", i.detail or "")
-        record = {"event": "step", **dataclasses.asdict(i)}
-        events.append((datetime.datetime.fromisoformat(i.started_at), record, cells))
-    return events
 
 
 def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
@@ -142,11 +96,14 @@ def list_quarantine(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(report.versioned({"entries": rows}), indent=2))
         return common.EXIT_OK
-    columns = QUARANTINE_WIDE if args.wide else QUARANTINE
+    columns = history.QUARANTINE_WIDE if args.wide else history.QUARANTINE
     found: list[tuple[str, ...]] = []
     for item in listed:
         e = item.entry
-        when, restorable = _when(e.reaped_time, args.wide), "yes" if item.restorable else "NO"
+        when, restorable = (
+            history.when(e.reaped_time, args.wide),
+            "yes" if item.restorable else "NO",
+        )
         found.append(
             (when, e.uuid, e.kind, restorable, item.detail, e.path)
             if args.wide
@@ -155,14 +112,6 @@ def list_quarantine(args: argparse.Namespace) -> int:
     for line in table.render(columns, found, args.wide):
         print(line)
     return common.EXIT_OK
-
-
-#: ``quarantine list``'s columns, and with ``--wide`` (the directory too).
-QUARANTINE = (table.Column("REAPED (UTC)"), table.Column("UUID"), table.Column("RESTORE?"),
-              table.Column("HOLDS OR LACKS"))  # fmt: skip
-QUARANTINE_WIDE = (table.Column("REAPED"), table.Column("UUID"), table.Column("KIND"),
-                   table.Column("RESTORABLE"), table.Column("HOLDS OR LACKS"),
-                   table.Column("DIRECTORY"))  # fmt: skip
 
 
 def restore_guest(args: argparse.Namespace) -> int:
