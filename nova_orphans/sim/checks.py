@@ -21,7 +21,7 @@
 4. **journal** — after every step (so after reconciliation when the agent crashed)
    no intent is without an outcome, and every destructive call (purges included) ran
    while an intent for that guest was open.
-5. **dry run** — see ``runner.compare_dry_run``.
+5. **dry run** — see ``trial.compare_dry_run``.
 6. **classification** — in a cycle where no injected fault reached the scan, every
    finding's kind (and every guest without a finding) agrees with the ground truth; but
    between full looks at Nova, after a fault reached a scan or rows were archived, the

@@ -1,4 +1,5 @@
-"""Run histories (live, then the same steps dry), compare, shrink failures to a minimal replay."""
+"""A trial of one history: played live, then the same steps dry, compared; a failure shrunk to a
+minimal replay."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from nova_orphans.sim import checks
 from nova_orphans.sim.generate import Generator
-from nova_orphans.sim.run import Counters, CycleRecord, Run
+from nova_orphans.sim.play import Counters, CycleRecord, Run
 from nova_orphans.sim.steps import Cycle, History, Step
 
 #: Cycles per history unless told otherwise.
