@@ -78,7 +78,7 @@ from benchmarks.nova_costs import (
     records_in,
 )
 from nova_orphans import agent as agent_loop
-from nova_orphans import audit
+from nova_orphans import audit, exits
 from nova_orphans import conf as config
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.fakes import libvirt_node as worlds
@@ -103,7 +103,6 @@ REQUEST_LOG = harness.STATE / "log" / "nova-api.log"
 SESSION_LOCK = harness.STACK_DIR / "e2e-session.lock"
 #: Quotas the benchmark's servers need (-1: unlimited).
 UNLIMITED = {"instances": -1, "cores": -1, "ram": -1}
-EXIT_OK, EXIT_FOUND = 0, 3
 
 
 def say(message: str) -> None:
@@ -449,7 +448,7 @@ class Bench:
         """``nova-orphans audit`` as a fresh process; its findings are checked."""
         mark = self.log.mark()
         child = bench_audit.child_run(self.audit_argv())
-        if child.code not in (EXIT_OK, EXIT_FOUND):
+        if child.code not in (exits.OK, exits.FOUND):
             raise SystemExit(f"audit exited {child.code}: {child.last_line}")
         check_findings(self.planted, json.loads(child.stdout)["findings"])
         return Run(child.wall, self.log.since(mark), [], child.peak_mib)
@@ -651,7 +650,7 @@ def profile_audit(bench: Bench, directory: pathlib.Path) -> dict[str, float]:
     done = bench_audit.child_run(
         [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "nova_orphans.cli", *argv[1:]]
     )
-    if done.code not in (EXIT_OK, EXIT_FOUND):
+    if done.code not in (exits.OK, exits.FOUND):
         raise SystemExit(f"profiled audit exited {done.code}: {done.last_line}")
     stats: Any = pstats.Stats(str(out))
     rows: dict[str, float] = {

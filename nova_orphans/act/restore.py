@@ -12,7 +12,9 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 
+from nova_orphans import exits
 from nova_orphans.core.holds import Hold, restore_verdict
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
@@ -21,8 +23,10 @@ from nova_orphans.record.journal import Journal, QuarantineEntry
 Define = Callable[[QuarantineEntry, bool], str]
 
 
-class RestoreRefused(Exception):
+class RestoreRefused(NovaOrphansError):
     """``restore`` refused: nothing was changed. The message says why, in one line."""
+
+    exit_code = exits.ERROR
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import Any
 
-from nova_orphans import audit
+from nova_orphans import audit, exits
 from nova_orphans import conf as config
 from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
@@ -129,5 +129,5 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     print(report.render_json(result) if as_json else report.render_table(result, args.wide))
     if result.shared_volumes:
-        return common.EXIT_SHARED_VOLUME
-    return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK
+        return exits.SHARED_VOLUME
+    return exits.FOUND if result.has_orphans else exits.OK

@@ -1,4 +1,4 @@
-"""Pieces every sub-command shares: exit codes, usage errors, the clock, one-line errors.
+"""Pieces every sub-command shares: usage errors, the clock, one-line errors.
 
 NOTE: imported by ``nova-orphans`` before it knows the sub-command, so it imports
 no library: a cold run on a compute host pays only for what its sub-command uses.
@@ -10,22 +10,17 @@ import datetime
 import sys
 
 from nova_orphans import exits
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED, EXIT_SHARED_VOLUME = (
-    exits.OK,
-    exits.ERROR,
-    exits.USAGE,
-    exits.FOUND,
-    exits.ACTED,
-    exits.SHARED_VOLUME,
-)
+from nova_orphans.exceptions import NovaOrphansError
 
 #: The config file every command reads when none is named on the command line.
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 
 
-class UsageError(Exception):
+class UsageError(NovaOrphansError):
     """Bad command line: exit 2."""
+
+    exit_code = exits.USAGE
+    label = "usage error"
 
 
 def now() -> datetime.datetime:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from nova_orphans import conf as config
+from nova_orphans import exits
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.effects import EffectError
@@ -60,14 +61,14 @@ def show_history(args: argparse.Namespace) -> int:
     if args.format == "json":
         records = [record for _, record, _ in events]
         print(json.dumps(report.versioned({"events": records}), indent=2))
-        return common.EXIT_OK
+        return exits.OK
     rows = [(history.when(at, args.wide), *cells) for at, _, cells in events]
     columns = history.HISTORY_WIDE if args.wide else history.HISTORY
     for line in table.render(
         columns, [history.history_cells(r, args.wide) for r in rows], args.wide
     ):
         print(line)
-    return common.EXIT_OK
+    return exits.OK
 
 
 def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
@@ -95,7 +96,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
             for item in listed
         ]
         print(json.dumps(report.versioned({"entries": rows}), indent=2))
-        return common.EXIT_OK
+        return exits.OK
     columns = history.QUARANTINE_WIDE if args.wide else history.QUARANTINE
     found: list[tuple[str, ...]] = []
     for item in listed:
@@ -111,7 +112,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
         )
     for line in table.render(columns, found, args.wide):
         print(line)
-    return common.EXIT_OK
+    return exits.OK
 
 
 def restore_guest(args: argparse.Namespace) -> int:
@@ -183,14 +184,14 @@ def _restore(
             saved_state=quarantine.has_managed_save(entry),
         )
     except guarded.RestoreRefused as exc:
-        return common.fail(common.EXIT_ERROR, f"refused: {exc}")
+        return common.fail(exits.ERROR, f"refused: {exc}")
     if restored.warning:
         print(f"nova-orphans: warning: {restored.warning}", file=sys.stderr)
     print(
         f"restored {entry.uuid}: {restored.detail}; on hold: the agent leaves it alone until "
         f"`nova-orphans release {entry.uuid}`"
     )
-    return common.EXIT_OK
+    return exits.OK
 
 
 def release_guest(args: argparse.Namespace) -> int:
@@ -209,7 +210,7 @@ def release_guest(args: argparse.Namespace) -> int:
         f"released {args.uuid} (on hold since {released.since.isoformat()}: "
         f"{released.reason}); the agent will see it afresh"
     )
-    return common.EXIT_OK
+    return exits.OK
 
 
 def purge_quarantine(args: argparse.Namespace) -> int:
@@ -232,10 +233,10 @@ def purge_quarantine(args: argparse.Namespace) -> int:
             raise EffectError(f"purge: {tampered}; nothing purged (repair or remove it by hand)")
     if not due:
         print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
-        return common.EXIT_OK
+        return exits.OK
     if not (args.dry_run or args.yes) and sys.stdin.isatty() and not _confirmed(due):
         print("nothing purged")
-        return common.EXIT_OK
+        return exits.OK
     # NOTE: imported here: the agent's module (the daemon, its metrics) is loaded only by
     # a purge, not by every journal command (start-up time of the CLI).
     from nova_orphans.cli.agent import build_effects
@@ -255,7 +256,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
         effects.close()
     for p in purged:
         print(_purged_line(p))
-    return common.EXIT_ERROR if any(p.outcome == "failed" for p in purged) else common.EXIT_OK
+    return exits.ERROR if any(p.outcome == "failed" for p in purged) else exits.OK
 
 
 def _confirmed(due: list[QuarantineEntry]) -> bool:

@@ -17,9 +17,14 @@ import socket
 import time
 from collections.abc import Iterator
 
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
 
-class Held(Exception):
+
+class Held(NovaOrphansError):
     """Another process holds the lock; the message names it (pid, host, since)."""
+
+    exit_code = exits.ERROR
 
 
 def acquire(path: str) -> int:

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans import demo as demo_world
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
@@ -99,7 +99,7 @@ def test_dry_runs_beside_the_live_agent_never_advance_its_sightings(tmp_path, de
     state = tmp_path / "state"
     assert Journal(str(state / "journal.sqlite")).history() == []
     # ``history`` shows the dry run's intent, marked as such.
-    assert cli.main(["history", "--config-file", str(conf)]) == cli.EXIT_OK
+    assert cli.main(["history", "--config-file", str(conf)]) == exits.OK
     header, line = capsys.readouterr().out.splitlines()
     assert header.split()[:3] == ["WHEN", "(UTC)", "UUID"]
     assert DB_OLD in line and "stop (dry run)" in line and "done" in line
@@ -186,14 +186,14 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         before = (sorted(p.name for p in state.iterdir()), _rows(journal))
         code = cli.main(["run", "--once", "--config-file", str(conf), "--libvirt-uri", world])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == cli.EXIT_USAGE
+        assert code == exits.USAGE
         assert len(err) == 1 and f"pid {running.pid} on " in err[0] and "since " in err[0], err
         assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
         # A dry run beside the live agent is not refused: it has its own journal and lock,
         # and leaves the running agent's metrics port (and textfile) alone. Nova is down in
         # this test, so it exits 1; the point is: not 2.
         dry_run = ["run", "--once", "--dry-run", "--config-file", str(conf)]
-        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == exits.ERROR
         assert "journal.sqlite.dry-run" in {p.name for p in state.iterdir()}
         assert _rows(journal) == before[1]
         assert running.poll() is None

@@ -28,12 +28,12 @@ import harness
 import pytest
 import yaml
 
+from nova_orphans import exits
 from nova_orphans.fakes import libvirt_node as worlds
 from tests import report_schema
 
 pytestmark = pytest.mark.nova
 
-EXIT_ERROR, EXIT_FOUND = 1, 3
 POLICY_FILE = harness.REPO / "nova_orphans" / "data" / "nova-policy.yaml"
 #: The copy of the shipped file nova-api enforces (taken when the stack started).
 STACK_POLICY_FILE = harness.STATE / "etc" / "nova-policy.yaml"
@@ -246,7 +246,7 @@ def audit_host2(
 
 def nova_findings(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     """Each finding's Nova and libvirt fields, by UUID, from a valid JSON report."""
-    assert done.returncode == EXIT_FOUND, (done.returncode, done.stderr[-2000:])
+    assert done.returncode == exits.FOUND, (done.returncode, done.stderr[-2000:])
     report = report_schema.valid(json.loads(done.stdout))
     return {f["uuid"]: {k: f.get(k) for k in NOVA_FIELDS} for f in report["findings"]}
 
@@ -351,7 +351,7 @@ def test_audit_without_one_rule_fails_closed_naming_it(
 ) -> None:
     without_rule(rule)
     done = audit_host2(tmp_path, scene, password_auth(keystone))
-    assert done.returncode == EXIT_ERROR, (done.returncode, done.stdout[-1000:], done.stderr)
+    assert done.returncode == exits.ERROR, (done.returncode, done.stdout[-1000:], done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("nova-orphans: "), lines[0]

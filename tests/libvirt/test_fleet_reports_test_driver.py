@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
@@ -80,7 +80,7 @@ class Cloud:
             patch.setattr("sys.stdout", out)
             argv = ["audit", "--format", "json", "--config-file", str(self.config(host, domains,
                     proven=proven))]  # fmt: skip
-            assert cli.main(argv) in (cli.EXIT_OK, cli.EXIT_FOUND)
+            assert cli.main(argv) in (exits.OK, exits.FOUND)
         (self.reports / (name or f"{host}.json")).write_text(out.getvalue())
         return json.loads(out.getvalue())
 
@@ -136,7 +136,7 @@ def test_a_clean_fleet_exits_0_after_one_nova_request(cloud: Cloud, capsys) -> N
     for host in HOSTS:
         cloud.audit(host, healthy(cloud, host))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert err == ""
     assert document["split_brain"] == [] and document["summary"]["trusted"] == 3
     assert document["summary"]["nova_requests"] == 1 == cloud.nova.request_count
@@ -148,7 +148,7 @@ def test_one_uuid_running_on_two_hosts_is_split_brain_after_three_requests(cloud
     cloud.audit("cmp-2", [*healthy(cloud, "cmp-2"), domain(SPLIT)])
     cloud.audit("cmp-3", healthy(cloud, "cmp-3"))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     (split,) = document["split_brain"]
     assert split["uuid"] == SPLIT and split["running_on"] == ["cmp-1", "cmp-2"]
     assert "Nova places it on cmp-1" in split["reason"]
@@ -169,7 +169,7 @@ def test_a_live_migration_between_the_reports_is_not_split_brain(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=1)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []
     (moved,) = document["moved_between_reports"]
     assert moved["uuid"] == SPLIT and "live-migration cmp-1->cmp-2 completed" in moved["reason"]
@@ -182,7 +182,7 @@ def test_a_paused_copy_in_flight_is_a_duplicate_not_split_brain(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT, "paused")])
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []
     assert [d["uuid"] for d in document["duplicates"]] == [SPLIT]
 
@@ -193,7 +193,7 @@ def test_a_stale_report_never_creates_split_brain_and_exits_1(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=120)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys, "--reports", str(cloud.reports), "--max-age", "3600")
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 stale" in one_line(err)
     assert document["split_brain"] == []
     assert by_host(document)["cmp-2"]["status"] == "stale"
@@ -206,7 +206,7 @@ def test_an_unproven_identity_is_reported_unreliable_not_merged(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], proven=False)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 unreliable" in one_line(err)
     assert document["split_brain"] == []
     assert "identity unproven" in by_host(document)["cmp-2"]["notes"][0]
@@ -216,7 +216,7 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
     cloud.audit("cmp-1", [])
     cloud.audit("cmp-2", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-3 missing" in one_line(err)
     assert by_host(document)["cmp-3"] | {"notes": None} == {
         "host": "cmp-3",
@@ -236,7 +236,7 @@ def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys):
     (cloud.reports / "cmp-2.json").unlink(missing_ok=True)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []  # the older report's copy is not counted
     cmp2 = by_host(document)["cmp-2"]
     assert cmp2["report"]["source"] == "cmp-2-new.json"
@@ -251,7 +251,7 @@ def test_reports_on_stdin_merge_like_a_directory(cloud, capsys, monkeypatch):
     stream = "".join(p.read_text() for p in sorted(cloud.reports.iterdir()))
     monkeypatch.setattr("sys.stdin", io.StringIO(stream))
     code, document, err = cloud.fleet(capsys, "--reports", "-")
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     assert [s["uuid"] for s in document["split_brain"]] == [SPLIT]
     assert {h["report"]["source"] for h in document["hosts"]} == {
         "stdin #1",
@@ -286,7 +286,7 @@ def test_a_bad_report_file_is_named_and_exits_1(cloud, capsys, name, text, words
         cloud.audit(host, [])
     (cloud.reports / name).write_text(text)
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert words in one_line(err)
     assert [u["source"] for u in document["unreadable"]] == [name]
     assert document["summary"]["trusted"] == 3
@@ -299,7 +299,7 @@ def test_a_report_lacking_the_domains_is_its_host_unreadable(cloud, capsys):
     del old["domains"]
     (cloud.reports / "cmp-2.json").write_text(json.dumps(old))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 unreadable" in one_line(err)
     assert "no 'domains' list" in by_host(document)["cmp-2"]["notes"][1]
 
@@ -323,7 +323,7 @@ def test_usage_errors_exit_2_with_one_line_and_ask_nova_nothing(cloud, capsys, a
     empty.mkdir()
     argv = [a.format(empty=empty, missing=cloud.tmp / "nope") for a in argv]
     code, document, err = cloud.fleet(capsys, *argv, own_reports=False)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert words in one_line(err)
     assert document == {} and cloud.nova.request_count == 0
 
@@ -333,9 +333,9 @@ def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
     on the command line writes none."""
     config = cloud.config("cmp-1", [*healthy(cloud, "cmp-1"), domain(SPLIT)])
     written = cloud.reports / "cmp-1.json"
-    assert cli.main(["run", "--once", "--dry-run", "--config-file", str(config)]) == cli.EXIT_FOUND
+    assert cli.main(["run", "--once", "--dry-run", "--config-file", str(config)]) == exits.FOUND
     assert not written.exists()
-    assert cli.main(["run", "--once", "--config-file", str(config)]) == cli.EXIT_FOUND
+    assert cli.main(["run", "--once", "--config-file", str(config)]) == exits.FOUND
     report = json.loads(written.read_text())
     assert report["identity"]["state"] == "verified"
     assert SPLIT in {d["uuid"] for d in report["domains"]}
@@ -343,7 +343,7 @@ def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)])
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     assert [s["running_on"] for s in document["split_brain"]] == [["cmp-1", "cmp-2"]]
 
 
@@ -352,7 +352,7 @@ def test_nova_failing_is_one_line_exit_1_and_nothing_concluded(cloud, capsys):
         cloud.audit(host, [])
     cloud.nova.inject(Fault.SERVER_ERROR, times=10, path="/os-services")
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert document == {}
     assert "os-services" in one_line(err)
 

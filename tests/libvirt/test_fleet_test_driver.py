@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans import conf as config
 from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
@@ -125,7 +125,7 @@ def test_one_guest_running_on_two_hosts_is_split_brain_on_both_and_listed_first(
     ]
     assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
     assert "Nova places it on cmp-1" in (result.hosts[1].findings or [])[0].reason
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_FOUND
+    assert fleet_cli.exit_code(result) == exits.FOUND
 
 
 def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_reported(
@@ -136,7 +136,7 @@ def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_repo
     down = next(h for h in result.hosts if h.host == "cmp-3")
     assert down.findings is None and "cmp-3.xml" in (down.error or "")
     assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    assert fleet_cli.exit_code(result) == exits.ERROR
     table = render.render_table(result, wide=True)
     assert "== cmp-3" in table and "UNREACHABLE" in table
     assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
@@ -240,7 +240,7 @@ def test_a_scan_that_hangs_is_reported_as_timed_out_and_does_not_hold_the_others
     # The guest also runs on cmp-2, which could not be read: cmp-1 is judged alone,
     # and Nova runs that guest on cmp-1.
     assert kinds(result, "cmp-1") == [(Kind.DELETED, DELETED), (Kind.UNKNOWN, UNKNOWN)]
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    assert fleet_cli.exit_code(result) == exits.ERROR
 
 
 def test_scan_results_keep_the_order_of_the_hosts_given(tmp_path: pathlib.Path) -> None:
@@ -275,7 +275,7 @@ def test_a_healthy_fleet_exits_zero_with_a_summary_line(tmp_path: pathlib.Path) 
     fleet.managed("cmp-1", 2)
     fleet.managed("cmp-2", 2)
     result = fleet.audit()
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_OK
+    assert fleet_cli.exit_code(result) == exits.OK
     # the hosts, a plain listing of each, the host filter probe, every cell
     assert render.render_table(result).splitlines()[-1] == (
         f"fleet at {NOW.isoformat()}: 2 hosts, 2 audited; no findings; 5 Nova requests"

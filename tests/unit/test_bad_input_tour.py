@@ -17,13 +17,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import Journal
 
 UNKNOWN_UUID = "11111111-2222-3333-4444-555555555555"
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
-USAGE, ERROR = cli.EXIT_USAGE, cli.EXIT_ERROR
+USAGE, ERROR = exits.USAGE, exits.ERROR
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes.nova import SimulatedNova
 
@@ -75,7 +75,7 @@ def test_bad_config_exits_2_with_one_line(tmp_path, capsys, world, text, words):
     code, out, err = run(
         capsys, "audit", "--config-file", write_conf(tmp_path, text), "--libvirt-uri", world
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert out == ""
     assert_one_line(err, words)
 
@@ -84,7 +84,7 @@ def test_a_missing_config_file_exits_2(capsys, world):
     code, _, err = run(
         capsys, "audit", "--config-file", "/nonexistent.conf", "--libvirt-uri", world
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert_one_line(err, "/nonexistent.conf")
 
 
@@ -95,7 +95,7 @@ def test_a_missing_config_file_exits_2(capsys, world):
 )
 def test_bad_command_line_exits_2(capsys, argv):
     code, _, err = run(capsys, *argv)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert_one_line(err, "usage error")
 
 
@@ -108,7 +108,7 @@ def test_unreachable_libvirt_exits_1_naming_libvirt(tmp_path, capsys):
         "--libvirt-uri",
         "qemu+tcp://127.0.0.1:1/system",
     )
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert out == ""
     assert_one_line(err, "libvirt", "qemu+tcp://127.0.0.1:1/system")
 
@@ -117,7 +117,7 @@ def test_unreachable_nova_exits_1_naming_nova(tmp_path, capsys, world):
     code, out, err = run(
         capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", world
     )
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert out == ""
     assert_one_line(err, "Nova", "127.0.0.1:1")
 
@@ -131,7 +131,7 @@ def test_a_cell_nova_cannot_reach_exits_1_naming_the_cell(tmp_path, capsys, worl
     code, out, err = run(
         capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", world
     )
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert out == ""
     assert_one_line(err, "Nova could not reach a cell", "'cmp-1'", "UNKNOWN")
 
@@ -153,7 +153,7 @@ def test_the_console_script_reports_errors_the_same_way(tmp_path, world):
         timeout=60,
         check=False,
     )
-    assert proc.returncode == cli.EXIT_ERROR
+    assert proc.returncode == exits.ERROR
     assert_one_line(proc.stderr, "libvirt")
 
 
@@ -162,6 +162,6 @@ def test_a_missing_test_world_is_one_line_naming_the_file(tmp_path, capsys):
     code, out, err = run(
         capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", missing
     )
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert out == ""
     assert_one_line(err, "libvirt", "missing.xml")

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from tests import http_nova
@@ -58,6 +58,7 @@ PARSER_MODULES = {
     "nova_orphans.cli",
     "nova_orphans.cli.commands",
     "nova_orphans.cli.common",
+    "nova_orphans.exceptions",
     "nova_orphans.exits",
     "nova_orphans.version",
 }
@@ -109,7 +110,7 @@ def test_an_audit_imports_neither_the_agent_nor_the_fleet_nor_metrics(tmp_path, 
     )
     code, modules = run_fresh(tmp_path, "audit", "--config-file", str(conf), "--libvirt-uri", world)
     # The audit really ran: it asked Nova, and found the world's guest Nova never knew.
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     assert TOKEN in cloud.tokens_seen
     assert {"nova_orphans.cli.audit", "libvirt", "keystoneauth1"} <= modules
     assert loaded(modules, NOT_FOR_AUDIT) == []

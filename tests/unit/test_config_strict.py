@@ -110,7 +110,7 @@ def test_a_typo_of_dry_run_is_an_error_and_nothing_runs(tmp_path, capsys, monkey
     code, out, err = run(
         capsys, "run", "--once", "--config-file", config_file, "--libvirt-uri", host.uri
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert err == [
         f"nova-orphans: config error: {config_file}: [agent] dryrun is not an option; "
         "did you mean dry_run?"
@@ -159,7 +159,7 @@ def test_bad_values_exit_2_before_any_cycle(tmp_path, capsys, world, agent, extr
     code, out, err = run(
         capsys, "run", "--once", "--config-file", config_file, "--libvirt-uri", world
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and err[0].startswith(f"nova-orphans: config error: {config_file}: {line}")
     assert out == ""
     assert not (tmp_path / "state").exists()  # no cycle ran: no journal file
@@ -174,7 +174,7 @@ def test_a_metrics_port_in_use_is_one_line_and_creates_nothing(tmp_path, capsys,
         code, _, err = run(
             capsys, "run", "--once", "--config-file", config_file, "--libvirt-uri", world
         )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and err[0].startswith(f"nova-orphans: config error: [metrics] port {port}")
     assert not (tmp_path / "state").exists()
 
@@ -185,7 +185,7 @@ def test_the_file_that_set_a_bad_value_is_named_later_files_winning(tmp_path, ca
     code, _, err = run(
         capsys, "audit", "--config-file", first, "--config-file", second, "--libvirt-uri", world
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert err == [
         f"nova-orphans: config error: {second}: [agent] interval = 5 is not valid: "
         "should be greater than or equal to 10"
@@ -197,7 +197,7 @@ def test_a_secret_is_never_printed(tmp_path, capsys, world):
         tmp_path, "[nova]\nauth_type = password\nauth_url = http://k/v3\npassword = se$cret\n"
     )
     code, _, err = run(capsys, "audit", "--config-file", config_file, "--libvirt-uri", world)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and "[nova] password = ****" in err[0]
     # NOTE: "$cret" would be the end of the password: the reference is not named either.
     assert "$cret" not in err[0] and "its $reference names no option" in err[0]
@@ -233,7 +233,7 @@ def test_every_command_refuses_the_same_config(tmp_path, capsys, world, command,
     if command in ("audit", "run"):
         argv += ["--libvirt-uri", world]
     code, out, err = run(capsys, *argv)
-    assert code == cli.EXIT_USAGE, err
+    assert code == exits.USAGE, err
     assert out == ""
     assert len(err) == 1 and err[0].startswith(f"nova-orphans: config error: {config_file}: ")
     assert words in err[0]
@@ -286,7 +286,7 @@ def test_every_command_refuses_the_same_config(tmp_path, capsys, world, command,
 def test_unknown_groups_and_keys_name_the_nearest_valid_one(tmp_path, capsys, world, text, message):
     config_file = write(tmp_path, text + NOVA)
     code, out, err = run(capsys, "audit", "--config-file", config_file, "--libvirt-uri", world)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert out == ""
     assert err == [f"nova-orphans: config error: {config_file}: {message}"]
 
@@ -348,7 +348,7 @@ def test_nova_keys_are_ours_and_keystoneauths_for_the_configured_plugin(
 ):
     config_file = write(tmp_path, text)
     code, out, err = run(capsys, "audit", "--config-file", config_file, "--libvirt-uri", world)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert out == ""
     assert err == [f"nova-orphans: config error: {config_file}: {message}"]
 
@@ -468,7 +468,7 @@ def test_a_retention_no_date_can_hold_is_refused_before_any_cycle(tmp_path, caps
     code, out, err = run(
         capsys, "run", "--once", "--config-file", config_file, "--libvirt-uri", world
     )
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and "quarantine_retention_days = 3000000 is not valid" in err[0]
     assert out == ""
     assert not (tmp_path / "state").exists()

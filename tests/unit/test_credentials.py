@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli, conf
+from nova_orphans import cli, conf, exits
 from nova_orphans.observe.nova_session import CredentialsMissing, transport_from_conf
 
 
@@ -42,7 +42,7 @@ def test_a_clouds_yaml_cloud_reaches_nova_through_its_endpoint(
     config = write(tmp_path, "c.conf", "[DEFAULT]\nhost = cmp-1\n[nova]\ncloud = test\n")
     code = cli.main(["audit", "--config-file", config, "--libvirt-uri", world])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert len(err) == 1 and "Nova" in err[0] and "127.0.0.1:1" in err[0]
 
 
@@ -50,7 +50,7 @@ def test_an_unknown_cloud_name_is_a_config_error(tmp_path, capsys, world, clouds
     config = write(tmp_path, "c.conf", "[DEFAULT]\nhost = cmp-1\n[nova]\ncloud = nope\n")
     code = cli.main(["audit", "--config-file", config, "--libvirt-uri", world])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and "nope" in err[0]
 
 
@@ -107,7 +107,7 @@ def test_os_cloud_alone_names_the_cloud(tmp_path, capsys, world, clouds_yaml, mo
     code = cli.main(["audit", "--config-file", config, "--libvirt-uri", world])
     err = capsys.readouterr().err.strip().splitlines()
     # The cloud's endpoint was asked (and is down): not "needs auth_type".
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert len(err) == 1 and "127.0.0.1:1" in err[0], err
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from nova_orphans import cli, demo
+from nova_orphans import cli, demo, exits
 
 
 def test_demo_reports_one_guest_of_each_kind_and_exits_5_for_its_shared_volume(capsys):
-    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
+    assert cli.main(["demo", "--format", "json"]) == exits.SHARED_VOLUME
     document = json.loads(capsys.readouterr().out)
     assert document["host"] == demo.HOST
     found = {f["uuid"]: f["kind"] for f in document["findings"]}
@@ -16,7 +16,7 @@ def test_demo_reports_one_guest_of_each_kind_and_exits_5_for_its_shared_volume(c
 
 
 def test_demo_table_names_every_finding(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
+    assert cli.main(["demo"]) == exits.SHARED_VOLUME
     table = capsys.readouterr().out
     for uuid in demo.build().expected:
         assert uuid in table
@@ -34,7 +34,7 @@ def test_demo_json_carries_what_nova_said(capsys):
 
 
 def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
-    assert cli.main(["demo", "--wide"]) == cli.EXIT_SHARED_VOLUME  # one line per danger
+    assert cli.main(["demo", "--wide"]) == exits.SHARED_VOLUME  # one line per danger
     lines = capsys.readouterr().out.splitlines()
     dangers = [line for line in lines if line.startswith("DANGER ")]
     assert dangers == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 
 
 def leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -28,13 +28,13 @@ def test_every_sub_command_takes_debug():
 def test_debug_logs_go_to_stderr_and_the_json_report_stays_alone_on_stdout(capsys):
     code = cli.main(["demo", "--debug", "--format", "json"])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_SHARED_VOLUME
+    assert code == exits.SHARED_VOLUME
     assert json.loads(out)["findings"]
     assert " DEBUG nova_orphans.cli.configure [-] nova-orphans " in err
 
 
 def test_without_debug_a_command_keeps_stderr_quiet(capsys):
-    assert cli.main(["demo"]) == cli.EXIT_SHARED_VOLUME
+    assert cli.main(["demo"]) == exits.SHARED_VOLUME
     assert capsys.readouterr().err == ""
 
 
@@ -48,7 +48,7 @@ def test_with_a_log_file_the_agent_logs_there_and_not_on_stderr(tmp_path, capsys
     )
     code = cli.main(["run", "--once", "--config-file", str(conf), "--libvirt-uri", world])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert (out, err) == ("", "")
     assert "ERROR nova_orphans.agent [-] cycle aborted, nothing was done: Nova unreachable" in (
         log.read_text()
@@ -62,5 +62,5 @@ def test_an_unexpected_error_is_one_line_never_a_traceback(capsys, monkeypatch):
     monkeypatch.setattr("nova_orphans.cli.audit.run_demo", broken)
     code = cli.main(["demo"])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert err.strip() == "nova-orphans: unexpected error: ZeroDivisionError: division by zero"

@@ -20,7 +20,7 @@ import sys
 import jsonschema
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.act import manifest, quarantine
 from nova_orphans.act.manifest import BackingFile, Kept, Manifest
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
@@ -157,7 +157,7 @@ def test_purge_refuses_a_directory_nothing_describes_and_purges_nothing(
     if broken == "corrupt manifest":
         (bad / "manifest.json").write_text("{not json")
     before = state.tree()
-    assert state.run("purge", "--older-than", "7") == cli.EXIT_ERROR
+    assert state.run("purge", "--older-than", "7") == exits.ERROR
     line = _one_line(capsys)
     assert str(bad) in line and "nothing purged" in line
     assert broken.split()[-1] in line
@@ -173,7 +173,7 @@ def test_restore_of_a_corrupt_manifest_is_one_line_and_changes_nothing(
     directory = state.entry(OLD, 1)
     (directory / "manifest.json").write_text('{"version": 1}')
     before = state.tree()
-    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert state.run("restore", OLD) == exits.ERROR
     line = _one_line(capsys)
     assert "corrupt manifest" in line and "nothing changed" in line
     assert state.tree() == before
@@ -184,7 +184,7 @@ def test_restore_without_journal_or_manifest_is_one_line_and_changes_nothing(
 ) -> None:
     state.entry(OLD, 1, with_manifest=False)
     before = state.tree()
-    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert state.run("restore", OLD) == exits.ERROR
     assert "has no manifest.json" in _one_line(capsys)
     assert state.tree() == before
 
@@ -196,7 +196,7 @@ def test_restore_with_a_backing_file_gone_and_no_copy_is_one_line_and_changes_no
     kept = Kept(backing=(BackingFile(base, "0-abc", "hard link", 4),))
     state.entry(OLD, 1, journal=True, kept=kept)  # backing/0-abc was never made
     before = state.tree()
-    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert state.run("restore", OLD) == exits.ERROR
     line = _one_line(capsys)
     assert f"backing file {base} is missing and so is its copy" in line
     assert state.tree() == before
@@ -300,7 +300,7 @@ def test_a_refused_restore_is_journaled_as_failed(
 ) -> None:
     directory = state.entry(OLD, 1, journal=True)
     (directory / "files").rename(directory / "elsewhere")
-    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert state.run("restore", OLD) == exits.ERROR
     assert "its instance files are not in" in _one_line(capsys)
     with state.journal() as journal:
         (intent,) = journal.history(OLD)
@@ -318,7 +318,7 @@ def test_purge_older_than_no_time_can_hold_is_a_usage_error_and_purges_nothing(
     """
     old = state.entry(OLD, 10, journal=True)
     before = state.tree()
-    assert state.run("purge", "--older-than", days) == cli.EXIT_USAGE
+    assert state.run("purge", "--older-than", days) == exits.USAGE
     line = _one_line(capsys)
     assert line.startswith("nova-orphans: ") and "--older-than" in line
     assert state.tree() == before and old.exists()
@@ -455,7 +455,7 @@ def test_restore_refuses_an_entry_not_to_be_trusted_and_changes_nothing(
     before = state.tree()
     with state.journal() as journal:
         steps = journal.history()
-    assert state.run("restore", OLD) == cli.EXIT_ERROR
+    assert state.run("restore", OLD) == exits.ERROR
     line = _one_line(capsys)
     assert line.startswith(f"nova-orphans: error: restore {OLD}: ") and named in line, line
     assert "nothing changed" in line
@@ -478,7 +478,7 @@ def test_purge_refuses_an_entry_not_to_be_trusted_and_purges_nothing(
     clean = state.entry(YOUNG, 20, journal=True)
     named = TAMPERED[how](state, state.entry(OLD, 10, journal=True))
     before = state.tree()
-    assert state.run("purge", "--older-than", "7", "--yes") == cli.EXIT_ERROR
+    assert state.run("purge", "--older-than", "7", "--yes") == exits.ERROR
     line = _one_line(capsys)
     assert line.startswith(f"nova-orphans: error: purge: quarantine entry {OLD} (")
     assert named in line

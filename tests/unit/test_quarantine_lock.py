@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import journal as cli_journal
 from nova_orphans.record import lock
 from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry, quarantine_lock_path
@@ -55,7 +55,7 @@ def test_restore_waits_for_a_purge_and_gives_up_in_one_line_changing_nothing(
         lock.release(purge)
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
-    assert code == cli.EXIT_ERROR and not out
+    assert code == exits.ERROR and not out
     assert len(lines) == 1 and "the quarantine is busy" in lines[0] and "pid" in lines[0]
     journal = cli_journal.Journal(str(path))
     assert [e.uuid for e in journal.quarantine()] == [U] and journal.hold_events() == []

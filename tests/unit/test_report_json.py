@@ -11,7 +11,7 @@ import pathlib
 import jsonschema
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
@@ -22,7 +22,7 @@ NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 
 
 def demo_document(capsys: pytest.CaptureFixture[str]) -> dict:
-    assert cli.main(["demo", "--format", "json"]) == cli.EXIT_SHARED_VOLUME
+    assert cli.main(["demo", "--format", "json"]) == exits.SHARED_VOLUME
     return json.loads(capsys.readouterr().out)
 
 
@@ -63,7 +63,7 @@ def test_audit_json_matches_the_schema(capsys, monkeypatch, tmp_path: pathlib.Pa
     conf.write_text("[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n")
     monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)
     argv = ["audit", "--config-file", str(conf), "--host", "cmp-1", "--libvirt-uri", uri]
-    assert cli.main([*argv, "--format", "json"]) == cli.EXIT_FOUND
+    assert cli.main([*argv, "--format", "json"]) == exits.FOUND
     document = report_schema.valid(json.loads(capsys.readouterr().out))
     assert document["host"] == "cmp-1"
     assert document["identity"]["state"] == "verified"

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import Journal, QuarantineEntry
 
@@ -43,7 +43,7 @@ def test_restore_is_refused_when_nova_cannot_be_asked(reaped, world, capsys, sta
     code = cli.main(["restore", "--config-file", conf, "--libvirt-uri", world, U, *start])
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert len(lines) == 1 and lines[0].startswith("nova-orphans: refused: Nova could not be")
     assert "--force" in lines[0] and not out
     journal = Journal(str(path))
@@ -55,7 +55,7 @@ def test_force_restores_warns_and_journals_a_forced_hold(reaped, world, capsys):
     conf, path = reaped
     code = cli.main(["restore", "--config-file", conf, "--libvirt-uri", world, U, "--force"])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     (warning,) = err.strip().splitlines()
     assert warning.startswith("nova-orphans: warning: --force: Nova could not be asked")
     assert out.startswith(f"restored {U}: defined instance-00000007")

@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 
 
 def conf_file(tmp_path: pathlib.Path, agent: str) -> str:
@@ -42,7 +42,7 @@ def test_bad_agent_config_exits_2_and_changes_nothing(tmp_path, capsys, world, a
         ["run", "--once", "--config-file", conf_file(tmp_path, agent), "--libvirt-uri", world]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and words in err[0], err
     # Nothing was created: no journal, no quarantine.
     assert not (tmp_path / "state").exists()
@@ -68,7 +68,7 @@ def test_bad_agent_config_exits_2_and_changes_nothing(tmp_path, capsys, world, a
     ],
 )
 def test_bad_journal_commands_exit_2(capsys, argv):
-    assert cli.main(argv) == cli.EXIT_USAGE
+    assert cli.main(argv) == exits.USAGE
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nova-orphans: usage error")
 
@@ -84,7 +84,7 @@ def test_restore_of_a_uuid_not_in_quarantine_exits_2(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and "no restorable quarantine entry" in err[0]
 
 
@@ -93,6 +93,6 @@ def test_missing_nova_credentials_create_no_state(tmp_path, capsys, world):
     path.write_text(f"[DEFAULT]\nhost = cmp-1\n[agent]\nstate_dir = {tmp_path / 'state'}\n")
     code = cli.main(["run", "--once", "--config-file", str(path), "--libvirt-uri", world])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and "auth_type" in err[0]
     assert not (tmp_path / "state").exists()

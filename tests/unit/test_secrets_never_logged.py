@@ -12,7 +12,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.fakes.nova import SimulatedNova
 from tests import http_nova
 
@@ -70,7 +70,7 @@ def test_no_secret_in_any_output_or_log_with_debug(tmp_path, capsys, world, clou
     # The secrets were really used, and the requests really logged at DEBUG:
     assert (ADMIN_TOKEN if auth == "admin_token" else http_nova.ISSUED_TOKEN) in cloud.tokens_seen
     assert "REQ: curl" in log and "X-Auth-Token" in log, log[-2000:]
-    assert code in (cli.EXIT_OK, cli.EXIT_FOUND, cli.EXIT_ERROR), err
+    assert code in (exits.OK, exits.FOUND, exits.ERROR), err
     # NOTE: our own config (which names the secret) is the one file allowed to hold it.
     pathlib.Path(conf).unlink()
     everything = "\n".join([out, err, written(tmp_path)])
@@ -84,6 +84,6 @@ def test_a_config_error_in_a_secret_does_not_show_it(tmp_path, capsys, world):
     conf.write_text("[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = $topsecret42\n")
     code = cli.main(["audit", "--debug", "--config-file", str(conf), "--libvirt-uri", world])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert "topsecret42" not in err and "****" in err
     assert len(err.strip().splitlines()) == 1, err

@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
@@ -100,7 +100,7 @@ def dangers(document: dict) -> list[str]:
 
 def test_every_service_found_in_the_catalog_with_one_request_per_check(tmp_path, cloud, capsys):
     code, document, err = audit(tmp_path, cloud, capsys)
-    assert code == cli.EXIT_SHARED_VOLUME, err
+    assert code == exits.SHARED_VOLUME, err
     assert err == ""
     assert dangers(document) == ["shared-volume", "address-conflict"]
     assert document["shared_volume"] is True
@@ -135,7 +135,7 @@ def test_cinder_failing_makes_the_volume_danger_unknown_and_the_audit_completes(
 ):
     break_it(cloud)
     code, document, err = audit(tmp_path, cloud, capsys)
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     assert dangers(document) == ["address-conflict", "unknown"]
     (line,) = err.splitlines()
     assert line.startswith("nova-orphans: warning: danger unknown for 1 findings: Cinder")
@@ -146,7 +146,7 @@ def test_cinder_failing_makes_the_volume_danger_unknown_and_the_audit_completes(
 def test_neutron_failing_leaves_the_shared_volume_found(tmp_path, cloud, capsys):
     cloud.in_catalog.discard("network")
     code, document, err = audit(tmp_path, cloud, capsys)
-    assert code == cli.EXIT_SHARED_VOLUME
+    assert code == exits.SHARED_VOLUME
     assert dangers(document) == ["shared-volume", "unknown"]
     assert "Neutron: no network endpoint in the service catalog" in err
 
@@ -167,7 +167,7 @@ def test_a_configured_endpoint_is_used_where_the_catalog_has_none(tmp_path, clou
         f"volume_endpoint = {cloud.base}/volumev3\nnetwork_endpoint = {cloud.base}/network\n"
     )
     code, document, err = audit(tmp_path, cloud, capsys, services)
-    assert (code, err) == (cli.EXIT_SHARED_VOLUME, "")
+    assert (code, err) == (exits.SHARED_VOLUME, "")
     assert dangers(document) == ["shared-volume", "address-conflict"]
     assert document["cost"]["placement"]["provider"] == worlds.test_driver_node()["node"]
 
@@ -187,7 +187,7 @@ def test_a_configured_endpoint_is_used_where_the_catalog_has_none(tmp_path, clou
 )  # fmt: skip
 def test_the_endpoints_are_checked_like_every_option(tmp_path, cloud, capsys, services, message):
     argv = ["audit", "--config-file", config(tmp_path, cloud, services)]
-    assert cli.main([*argv, "--libvirt-uri", "test:///default"]) == cli.EXIT_USAGE
+    assert cli.main([*argv, "--libvirt-uri", "test:///default"]) == exits.USAGE
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("nova-orphans: config error: ") and message in line
     assert cloud.tokens_seen == []
@@ -196,7 +196,7 @@ def test_the_endpoints_are_checked_like_every_option(tmp_path, cloud, capsys, se
 def test_a_volume_cinder_does_not_know_endangers_nothing(tmp_path, cloud, capsys):
     cloud.services["volumev3"].volumes.clear()
     code, document, err = audit(tmp_path, cloud, capsys)
-    assert (code, err) == (cli.EXIT_FOUND, "")
+    assert (code, err) == (exits.FOUND, "")
     assert dangers(document) == ["address-conflict"]
 
 
@@ -207,7 +207,7 @@ def test_a_404_from_an_endpoint_that_is_not_cinders_is_unknown_not_no_such_volum
     Cinder saying it has no such volume, so the danger is unknown (docs/design.md rule 3)."""
     services = f"[services]\nvolume_endpoint = {cloud.base}/network\n"
     code, document, err = audit(tmp_path, cloud, capsys, services)
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     assert dangers(document) == ["address-conflict", "unknown"]
     (line,) = err.splitlines()
     assert f"Cinder answered GET /volumes/{VOLUME} with HTTP 404" in line
