@@ -44,7 +44,7 @@ ROLE_RULE = "rule:nova_orphans_reader"
 REVERIFY_RULES = ("os_compute_api:servers:show", "os_compute_api:servers:migrations:index")
 #: Nova blanks the hosts of in-progress live migrations without this rule; the stack's fake
 #: driver finishes a live migration in about a second, so no test can catch one in progress
-#: (tests/unit/test_nova_observer.py covers the answer Nova gives then).
+#: (tests/unit/observe/test_nova_observer.py covers the answer Nova gives then).
 UNOBSERVABLE_RULES = ("os_compute_api:servers:migrations:index:host",)
 #: What a finding says that comes from Nova and libvirt alone (the dangers also ask Cinder and
 #: Neutron, which the admin token's audit finds in no catalog).

@@ -15,7 +15,7 @@ from nova_orphans.cli import journal as cli_journal
 from nova_orphans.record import lock
 from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry, quarantine_lock_path
 from tests.agent.simworld import SimWorld
-from tests.unit.test_restore_cli import U, reaped  # noqa: F401  (the fixture)
+from tests.unit.conftest import U
 
 DAY = 86400.0
 
@@ -41,7 +41,7 @@ def test_the_agent_skips_its_purge_while_a_restore_holds_the_quarantine(tmp_path
 
 
 def test_restore_waits_for_a_purge_and_gives_up_in_one_line_changing_nothing(
-    reaped,  # noqa: F811
+    reaped,
     world,
     capsys,
     monkeypatch,

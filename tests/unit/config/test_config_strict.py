@@ -23,7 +23,7 @@ from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "nova_orphans" / "data" / "nova-orphans.conf.sample"
 HOST = "cmp-1"
 NOVA = "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"

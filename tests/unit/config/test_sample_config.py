@@ -8,7 +8,7 @@ import sys
 
 from nova_orphans import conf
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_the_committed_sample_matches_the_generator(tmp_path):

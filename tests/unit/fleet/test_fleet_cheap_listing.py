@@ -29,8 +29,8 @@ from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
-from tests.unit import test_cheap_listing as single
-from tests.unit.test_cheap_listing import DENIED, HOST, OTHER, domain
+from tests.unit.observe import test_cheap_listing as single
+from tests.unit.observe.test_cheap_listing import DENIED, HOST, OTHER, domain
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 THIRD = "cmp-3"

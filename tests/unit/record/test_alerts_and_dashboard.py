@@ -16,7 +16,7 @@ import yaml
 from nova_orphans.record.metrics import FleetMetrics, Metrics
 from tests import tools
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 RULES = ROOT / "deploy" / "prometheus" / "nova-orphans.rules.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "nova-orphans.rules.test.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "nova-orphans.json"
