@@ -638,7 +638,7 @@ PROFILE_ROWS = (
     ("  of which JSON decoding", "json/__init__.py", "loads"),
     ("libvirt scan", "nova_orphans/observe/hypervisor.py", "list_domains"),
     ("classification", "nova_orphans/core/classify.py", "classify"),
-    ("report rendering", "nova_orphans/report.py", "render_json"),
+    ("report rendering", "nova_orphans/render/host.py", "render_json"),
 )
 
 
