@@ -4,7 +4,7 @@ For each size, one test:/// world of Nova-marked domains on host ``bench-1`` and
 one simulated Nova that also holds ``--background`` servers on other hosts
 (1 % of the host's guests deleted, 1 % purged). In the same run it measures:
 
-- Nova requests and wall time of (a) our audit (``pipeline.audit``), (b) a
+- Nova requests and wall time of (a) our audit (``audit.audit``), (b) a
   per-domain lookup (one ``GET /servers/{id}`` per domain, ghost-vm-finder
   style) and (c) a full listing of every server of the cloud
   (nova-libvirt-compare style), each with a Nova that costs nothing and with
@@ -47,12 +47,12 @@ import libvirt
 
 from benchmarks import bench_libvirt_observer
 from benchmarks.nova_costs import DEFAULT_PATH, CostModel, records_in
-from nova_orphans import pipeline
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans import audit
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.nova_reference import live_servers
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver, Transport, parse_server
-from tests import worlds
-from tests.nova_reference import live_servers
 
 HOST = "bench-1"
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -142,7 +142,7 @@ def ours(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> i
 
     As the CLI asks: ``LOOKUPS_AT_ONCE`` lookups in flight."""
     nova = NovaObserver(transport, retry=once, lookups_at_once=LOOKUPS_AT_ONCE)
-    report = pipeline.audit(observer, nova, host, NOW)
+    report = audit.audit(observer, nova, host, NOW)
     return len(report.findings)
 
 

@@ -44,12 +44,14 @@ from collections.abc import Sequence
 from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
-from nova_orphans import report as audit_report
+from nova_orphans.audit import AuditReport
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import reports as fleet_reports
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.from_reports import merge_reports
@@ -57,9 +59,7 @@ from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import NOVA_CONCURRENCY, FleetNovaObserver
-from nova_orphans.pipeline import AuditReport
-from tests import worlds
-from tests.nova_reference import reference_fleet_views
+from nova_orphans.render import host as audit_report
 
 DOMAINS_PER_HOST = 50
 SPLIT = str(uuidlib.UUID(int=(1 << 96) + 1))

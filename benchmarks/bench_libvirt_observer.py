@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import libvirt
 
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import domain_xml, hypervisor
-from tests import worlds
 
 DEFAULT_SIZES = (10, 100, 1_000, 10_000)
 RSS_AFTER = (1_000, 10_000)

@@ -18,8 +18,8 @@ import time
 import libvirt
 
 from benchmarks.bench_libvirt_observer import best_of, floor_calls
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
-from tests import worlds
 
 URI = "qemu:///system"
 PREFIX = "nova-orphans-bench-"

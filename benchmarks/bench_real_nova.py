@@ -13,7 +13,7 @@ rounds, medians reported), it measures:
 - ``nova-orphans audit`` as a fresh CLI process: wall, peak RSS, Nova requests;
   its findings are checked (every planted orphan found with its kind, no
   managed server reported), so a broken audit cannot be timed;
-- the same audit in-process (``pipeline.audit``), without start-up and imports;
+- the same audit in-process (``audit.audit``), without start-up and imports;
 - one ``GET /servers/{id}`` per domain (classic scripts), libvirt scan included;
 - listing every server of the cloud in detail, libvirt scan included;
 - the host's listing alone, detail view and plain view, and the UUIDs and names
@@ -78,15 +78,15 @@ from benchmarks.nova_costs import (
     records_in,
 )
 from nova_orphans import agent as agent_loop
+from nova_orphans import audit, exits
 from nova_orphans import conf as config
-from nova_orphans import pipeline
 from nova_orphans.cli import agent as agent_cli
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import MICROVERSION, NovaObserver
 from nova_orphans.observe.nova_tracker import SAFETY_MARGIN
 from nova_orphans.record.metrics import Metrics
-from tests import worlds
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "e2e" / "stack"))
 
@@ -103,7 +103,6 @@ REQUEST_LOG = harness.STATE / "log" / "nova-api.log"
 SESSION_LOCK = harness.STACK_DIR / "e2e-session.lock"
 #: Quotas the benchmark's servers need (-1: unlimited).
 UNLIMITED = {"instances": -1, "cores": -1, "ram": -1}
-EXIT_OK, EXIT_FOUND = 0, 3
 
 
 def say(message: str) -> None:
@@ -449,7 +448,7 @@ class Bench:
         """``nova-orphans audit`` as a fresh process; its findings are checked."""
         mark = self.log.mark()
         child = bench_audit.child_run(self.audit_argv())
-        if child.code not in (EXIT_OK, EXIT_FOUND):
+        if child.code not in (exits.OK, exits.FOUND):
             raise SystemExit(f"audit exited {child.code}: {child.last_line}")
         check_findings(self.planted, json.loads(child.stdout)["findings"])
         return Run(child.wall, self.log.since(mark), [], child.peak_mib)
@@ -464,7 +463,7 @@ class Bench:
 
         def body(transport: Timed) -> None:
             with LibvirtObserver.open(self.uri) as observer:
-                report = pipeline.audit(
+                report = audit.audit(
                     observer, NovaObserver(transport, retry=bench_audit.once), HOST, now()
                 )
             found = [{"uuid": f.uuid, "kind": f.kind.value} for f in report.findings]
@@ -639,7 +638,7 @@ PROFILE_ROWS = (
     ("  of which JSON decoding", "json/__init__.py", "loads"),
     ("libvirt scan", "nova_orphans/observe/hypervisor.py", "list_domains"),
     ("classification", "nova_orphans/core/classify.py", "classify"),
-    ("report rendering", "nova_orphans/report.py", "render_json"),
+    ("report rendering", "nova_orphans/render/host.py", "render_json"),
 )
 
 
@@ -651,7 +650,7 @@ def profile_audit(bench: Bench, directory: pathlib.Path) -> dict[str, float]:
     done = bench_audit.child_run(
         [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "nova_orphans.cli", *argv[1:]]
     )
-    if done.code not in (EXIT_OK, EXIT_FOUND):
+    if done.code not in (exits.OK, exits.FOUND):
         raise SystemExit(f"profiled audit exited {done.code}: {done.last_line}")
     stats: Any = pstats.Stats(str(out))
     rows: dict[str, float] = {

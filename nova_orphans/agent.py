@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from nova_orphans import exits, pipeline
+from nova_orphans import audit as pipeline
+from nova_orphans import exits
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects

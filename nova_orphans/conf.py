@@ -29,9 +29,11 @@ from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
-from nova_orphans.record.lock import LIVE_LOCK_FILE
 
 NOVA_GROUP = "nova"
+#: This host's live-agent lock: a fixed path on the host, so that every agent on it finds
+#: the same file, whatever its configuration or container (docs/design.md rule 14).
+LIVE_LOCK_FILE = "/run/nova-orphans/live.lock"
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
 _POLICY = Policy()
 

@@ -24,14 +24,20 @@ from collections.abc import Mapping, Sequence
 
 from oslo_config import cfg
 
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
+
 #: Options by group, as written in a config file ("DEFAULT" for the default group).
 Groups = Mapping[str, Sequence[cfg.Opt]]
 
 DEFAULT_GROUP = "DEFAULT"
 
 
-class ConfigError(Exception):
+class ConfigError(NovaOrphansError):
     """The configuration cannot be used as written."""
+
+    exit_code = exits.USAGE
+    label = "config error"
 
 
 def files_read(conf: cfg.ConfigOpts) -> list[str]:

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
 
 REQUIRE_SERVICES = os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1"
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from nova_orphans.demo.simnova import SimulatedNova
+from nova_orphans.fakes.nova import SimulatedNova
 
 ISSUED_TOKEN = "gAAAAissued-token-0123456789"
 

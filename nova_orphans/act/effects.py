@@ -11,11 +11,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from nova_orphans import exits
 from nova_orphans.act.manifest import Kept, Manifest
+from nova_orphans.exceptions import NovaOrphansError
 
 
-class EffectError(Exception):
+class EffectError(NovaOrphansError):
     """A side effect failed; the message says what and why, in one line."""
+
+    exit_code = exits.ERROR
 
 
 @dataclasses.dataclass(frozen=True)

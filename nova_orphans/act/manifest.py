@@ -16,8 +16,10 @@ import json
 import os
 from typing import Any
 
+from nova_orphans import exits
 from nova_orphans.act import paths
 from nova_orphans.core.model import Kind
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.record.journal import STAMP_FORMAT
 
 MANIFEST_FILE = "manifest.json"
@@ -32,8 +34,10 @@ MANAGED_SAVE_FILE, SNAPSHOTS_DIR, CHECKPOINTS_DIR, BACKING_DIR = (
 )
 
 
-class ManifestError(Exception):
+class ManifestError(NovaOrphansError):
     """A manifest is missing, unreadable or does not describe its directory (one line)."""
+
+    exit_code = exits.ERROR
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,11 +12,13 @@ import dataclasses
 import datetime
 from collections.abc import Callable
 
+from nova_orphans import exits
 from nova_orphans.act.actuator import Steps
 from nova_orphans.act.effects import EffectError
 from nova_orphans.core.holds import Hold, restore_verdict
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
@@ -25,8 +27,10 @@ from nova_orphans.record.journal import Journal, QuarantineEntry
 Define = Callable[[QuarantineEntry, bool], str]
 
 
-class RestoreRefused(Exception):
+class RestoreRefused(NovaOrphansError):
     """``restore`` refused: nothing was changed. The message says why, in one line."""
+
+    exit_code = exits.ERROR
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,14 +11,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from nova_orphans import exits
 from nova_orphans.cli import commands, common
-from nova_orphans.cli.common import (  # noqa: F401
-    EXIT_ERROR,
-    EXIT_FOUND,
-    EXIT_OK,
-    EXIT_SHARED_VOLUME,
-    EXIT_USAGE,
-)
 from nova_orphans.version import tool_version
 
 #: What runs a sub-command: its parsed arguments in, the exit code out.
@@ -48,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return handler(args.handler)(args)
     except common.UsageError as exc:
-        return common.fail(EXIT_USAGE, f"usage error: {exc}")
+        return common.fail(exits.USAGE, f"usage error: {exc}")
     except Exception as exc:
         # NOTE: the libraries' exception classes are imported only when one was raised:
         # a sub-command that needs neither Nova nor oslo.config does not load them.

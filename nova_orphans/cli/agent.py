@@ -14,18 +14,19 @@ from oslo_config import cfg
 
 from nova_orphans import agent as agent_loop
 from nova_orphans import conf as config
-from nova_orphans import report
+from nova_orphans import exits
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
-from nova_orphans.cli import common, configure
+from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
+from nova_orphans.render import host as report
 
 LOG = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def _run(
         report_out(agent.cycle(should_stop=stop.is_set))
         metrics_out()
         stop.wait(agent_loop.next_wait(conf.agent.interval, conf.agent.jitter))
-    return common.EXIT_OK
+    return exits.OK
 
 
 def _report_writer(path: str | None) -> Callable[[agent_loop.CycleResult], None]:

@@ -7,8 +7,8 @@ import dataclasses
 import tempfile
 from typing import Any
 
+from nova_orphans import audit, exits
 from nova_orphans import conf as config
-from nova_orphans import pipeline, report
 from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind
@@ -20,6 +20,7 @@ from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.observe.services import KeystoneClient, sibling
 from nova_orphans.record.journal import Journal
+from nova_orphans.render import host as report
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:
@@ -30,7 +31,7 @@ def transport_from_conf(conf: Any) -> KeystoneTransport:
         raise config.ConfigError(str(exc)) from exc
 
 
-def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
+def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
     """Placement, Cinder and Neutron on Nova's session: ``[services]`` endpoints or the catalog.
 
     NOTE: a transport without a keystoneauth session (a simulated Nova) has no
@@ -44,7 +45,7 @@ def services_from_conf(conf: Any, transport: Any) -> pipeline.Services | None:
         )
         for option, name, catalog in config.SERVICE_ENDPOINTS
     }
-    return pipeline.Services(
+    return audit.Services(
         PlacementObserver(clients["Placement"]),
         DangerObserver(clients["Cinder"], clients["Neutron"]),
     )
@@ -59,7 +60,7 @@ def run_audit(args: argparse.Namespace) -> int:
     transport = transport_from_conf(conf)
     nova = NovaObserver(transport, lookups_at_once=LOOKUPS_AT_ONCE)
     with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
-        result = pipeline.audit(
+        result = audit.audit(
             hypervisor,
             nova,
             settings.host,
@@ -84,26 +85,26 @@ def _holds(conf: Any) -> dict[str, Hold]:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Audit the embedded simulated cloud through the same pipeline."""
-    from nova_orphans.demo import world
+    from nova_orphans import demo
 
     configure.setup_logging(configure.logging_conf(), args)
     with tempfile.TemporaryDirectory(prefix="nova-orphans-demo-") as directory:
-        demo = world.build(directory)
-        with LibvirtObserver.open(demo.libvirt_uri) as hypervisor:
+        cloud = demo.build(directory)
+        with LibvirtObserver.open(cloud.libvirt_uri) as hypervisor:
             # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
-            nova = NovaObserver(demo.nova, retry=lambda call: call())
-            result = pipeline.audit(
+            nova = NovaObserver(cloud.nova, retry=lambda call: call())
+            result = audit.audit(
                 hypervisor,
                 nova,
-                demo.host,
-                demo.now,
-                compute_id_dirs=(str(demo.state_path),),
-                services=demo.services,
+                cloud.host,
+                cloud.now,
+                compute_id_dirs=(str(cloud.state_path),),
+                services=cloud.services,
             )
     return show(result, args)
 
 
-def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
+def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
     orphans, else 0.
 
@@ -126,5 +127,5 @@ def show(result: pipeline.AuditReport, args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     print(report.render_json(result) if as_json else report.render_table(result, args.wide))
     if result.shared_volumes:
-        return common.EXIT_SHARED_VOLUME
-    return common.EXIT_FOUND if result.has_orphans else common.EXIT_OK
+        return exits.SHARED_VOLUME
+    return exits.FOUND if result.has_orphans else exits.OK

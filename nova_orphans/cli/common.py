@@ -1,4 +1,4 @@
-"""Pieces every sub-command shares: exit codes, usage errors, the clock, one-line errors.
+"""Pieces every sub-command shares: usage errors, the clock, one-line errors.
 
 NOTE: imported by ``nova-orphans`` before it knows the sub-command, so it imports
 no library: a cold run on a compute host pays only for what its sub-command uses.
@@ -11,22 +11,17 @@ import sys
 from typing import TextIO
 
 from nova_orphans import exits
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FOUND, EXIT_ACTED, EXIT_SHARED_VOLUME = (
-    exits.OK,
-    exits.ERROR,
-    exits.USAGE,
-    exits.FOUND,
-    exits.ACTED,
-    exits.SHARED_VOLUME,
-)
+from nova_orphans.exceptions import NovaOrphansError
 
 #: The config file every command reads when none is named on the command line.
 DEFAULT_CONFIG_FILE = "/etc/nova-orphans/nova-orphans.conf"
 
 
-class UsageError(Exception):
+class UsageError(NovaOrphansError):
     """Bad command line: exit 2."""
+
+    exit_code = exits.USAGE
+    label = "usage error"
 
 
 def now() -> datetime.datetime:
@@ -42,7 +37,7 @@ def one_line(exc: BaseException) -> str:
 def say(text: str, stream: TextIO | None = None, end: str = "\n") -> None:
     """Print one line of text (stdout unless ``stream``), escaped (``table.escape``): it
     may name what Nova, a guest or another host's report chose (docs/design.md rule 20)."""
-    from nova_orphans import table  # NOTE: here: the parser imports no module it can spare
+    from nova_orphans.render import table  # NOTE: here: the parser imports no module it can spare
 
     print(table.escape(text), file=stream or sys.stdout, end=end, flush=stream is sys.stderr)
 

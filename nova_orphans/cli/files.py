@@ -12,6 +12,7 @@ import os
 import sys
 import sysconfig
 
+from nova_orphans import exits
 from nova_orphans.cli import common, configure
 
 SCRIPT = "nova-orphans"
@@ -32,14 +33,14 @@ def print_sample_config(args: argparse.Namespace) -> int:
     """Print the sample configuration file."""
     configure.setup_logging(configure.logging_conf(), args)
     sys.stdout.write(shipped(SAMPLE_CONFIG))
-    return common.EXIT_OK
+    return exits.OK
 
 
 def print_nova_policy(args: argparse.Namespace) -> int:
     """Print the Nova policy overrides of the least-privilege role."""
     configure.setup_logging(configure.logging_conf(), args)
     sys.stdout.write(shipped(NOVA_POLICY))
-    return common.EXIT_OK
+    return exits.OK
 
 
 def print_systemd_unit(args: argparse.Namespace) -> int:
@@ -55,7 +56,7 @@ def print_systemd_unit(args: argparse.Namespace) -> int:
             f"no executable {SCRIPT} at {executable}; name it with --executable"
         )
     sys.stdout.write(unit_text(executable))
-    return common.EXIT_OK
+    return exits.OK
 
 
 def unit_text(executable: str) -> str:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from nova_orphans import conf as config
-from nova_orphans import table
+from nova_orphans import exits
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
-from nova_orphans.fleet import render, render_reports, reports
+from nova_orphans.fleet import reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import (
@@ -38,8 +38,9 @@ from nova_orphans.fleet.scan import (
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova import Transport
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
-
-EXIT_OK, EXIT_ERROR, EXIT_FOUND = common.EXIT_OK, common.EXIT_ERROR, common.EXIT_FOUND
+from nova_orphans.render import fleet as render
+from nova_orphans.render import fleet_reports as render_reports
+from nova_orphans.render import table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,8 +196,8 @@ def _columns(stream: TextIO) -> int:
 def exit_code(result: FleetReport) -> int:
     """1 when a host was unreachable, else 3 when anything needs the operator, else 0."""
     if result.unreachable:
-        return EXIT_ERROR
-    return EXIT_FOUND if result.has_orphans else EXIT_OK
+        return exits.ERROR
+    return exits.FOUND if result.has_orphans else exits.OK
 
 
 def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int:
@@ -210,9 +211,9 @@ def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int
         parsed = reports.read_stream(sys.stdin) if args.reports == "-" else (
             reports.read_directory(args.reports))  # fmt: skip
     except reports.NoReports as exc:
-        return common.fail(common.EXIT_USAGE, str(exc))
+        return common.fail(exits.USAGE, str(exc))
     except OSError as exc:
-        return common.fail(common.EXIT_USAGE, f"--reports {args.reports}: {exc.strerror or exc}")
+        return common.fail(exits.USAGE, f"--reports {args.reports}: {exc.strerror or exc}")
     max_age = datetime.timedelta(seconds=args.max_age or conf.fleet.report_max_age)
     nova = FleetNovaObserver(transport_from_conf(conf))
     merged = merge_reports(parsed, nova, common.now(), max_age)
@@ -220,5 +221,5 @@ def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int
         render_reports.render_table(merged, args.wide))  # fmt: skip
     print(out)
     if merged.incomplete or merged.unattributed:
-        return common.fail(EXIT_ERROR, render_reports.problems(merged))
-    return EXIT_FOUND if merged.has_orphans else EXIT_OK
+        return common.fail(exits.ERROR, render_reports.problems(merged))
+    return exits.FOUND if merged.has_orphans else exits.OK

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from nova_orphans import conf as config
-from nova_orphans import report, table
+from nova_orphans import exits
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act import restore as guarded
 from nova_orphans.act.actuator import Actuator, Steps
@@ -23,6 +23,8 @@ from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core import gate
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
+from nova_orphans.render import history, table
+from nova_orphans.render import host as report
 
 #: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
 QUARANTINE_WAIT = 60.0
@@ -54,68 +56,22 @@ def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
     and holds and releases, newest first (JSON: ``events`` in the versioned envelope)."""
     journal, paths, _ = _journal(args, journal_required=True)
-    events = _events(journal, args.uuid)
+    events = history.events(journal, args.uuid)
     if os.path.exists(paths.dry_run_journal):
-        events += _steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
+        events += history.steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
         events.sort(key=lambda e: e[0], reverse=True)
     del events[args.limit :]
     if args.format == "json":
         records = [record for _, record, _ in events]
         print(json.dumps(report.versioned({"events": records}), indent=2))
-        return common.EXIT_OK
-    rows = [(_when(at, args.wide), *cells) for at, _, cells in events]
-    columns = HISTORY_WIDE if args.wide else HISTORY
-    for line in table.render(columns, [_history_cells(r, args.wide) for r in rows], args.wide):
+        return exits.OK
+    rows = [(history.when(at, args.wide), *cells) for at, _, cells in events]
+    columns = history.HISTORY_WIDE if args.wide else history.HISTORY
+    for line in table.render(
+        columns, [history.history_cells(r, args.wide) for r in rows], args.wide
+    ):
         print(line)
-    return common.EXIT_OK
-
-
-#: ``history``'s columns, and with ``--wide``.
-HISTORY = (table.Column("WHEN (UTC)"), table.Column("UUID"), table.Column("EVENT", 14),
-           table.Column("OUTCOME", 10), table.Column("DETAIL"))  # fmt: skip
-HISTORY_WIDE = (table.Column("WHEN"), table.Column("UUID"), table.Column("KIND"),
-                table.Column("EVENT"), table.Column("OUTCOME"), table.Column("DETAIL"))  # fmt: skip
-#: One event's cells: uuid, kind, event, outcome, detail (``WHEN`` comes first).
-Cells = tuple[str, str, str, str, str]
-
-
-def _history_cells(row: tuple[str, ...], wide: bool) -> tuple[str, ...]:
-    """The cells of ``HISTORY_WIDE`` (``wide``) or ``HISTORY`` (no kind)."""
-    return row if wide else row[:2] + row[3:]
-
-
-def _when(at: datetime.datetime, wide: bool) -> str:
-    """A moment for a table: ISO 8601 with ``--wide``, else UTC to the minute."""
-    if wide:
-        return at.isoformat()
-    return at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-def _events(journal: Journal, uuid: str | None) -> list[tuple[datetime.datetime, Any, Cells]]:
-    """(when, JSON record, table cells) of every step, hold and release, newest first.
-
-    A step's record is its intent with ``event`` "step"; a hold's and a release's
-    have ``event``, ``uuid``, ``at`` and ``reason``.
-    """
-    events = _steps(journal.history(uuid))
-    for h in journal.hold_events(uuid):
-        moments = [("hold", h.since)] + ([("release", h.released_at)] if h.released_at else [])
-        for event, at in moments:
-            record = {"event": event, "uuid": h.uuid, "at": at.isoformat(), "reason": h.reason}
-            events.append((at, record, (h.uuid, "-", event, "-", h.reason)))
-    # NOTE: sorted is stable: events of the same moment keep the order above.
-    return sorted(events, key=lambda e: e[0], reverse=True)
-
-
-def _steps(intents: list[Intent]) -> list[tuple[datetime.datetime, Any, Cells]]:
-    """(when, JSON record, table cells) of each intent; its record has ``event`` "step"."""
-    events = []
-    for i in intents:
-        event = f"{i.step} (dry run)" if i.dry_run else i.step
-        cells = (i.uuid, i.kind, event, i.outcome or "OPEN", i.detail or "")
-        record = {"event": "step", **dataclasses.asdict(i)}
-        events.append((datetime.datetime.fromisoformat(i.started_at), record, cells))
-    return events
+    return exits.OK
 
 
 def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
@@ -143,12 +99,15 @@ def list_quarantine(args: argparse.Namespace) -> int:
             for item in listed
         ]
         print(json.dumps(report.versioned({"entries": rows}), indent=2))
-        return common.EXIT_OK
-    columns = QUARANTINE_WIDE if args.wide else QUARANTINE
+        return exits.OK
+    columns = history.QUARANTINE_WIDE if args.wide else history.QUARANTINE
     found: list[tuple[str, ...]] = []
     for item in listed:
         e = item.entry
-        when, restorable = _when(e.reaped_time, args.wide), "yes" if item.restorable else "NO"
+        when, restorable = (
+            history.when(e.reaped_time, args.wide),
+            "yes" if item.restorable else "NO",
+        )
         found.append(
             (when, e.uuid, e.kind, restorable, item.detail, e.path)
             if args.wide
@@ -156,15 +115,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
         )
     for line in table.render(columns, found, args.wide):
         print(line)
-    return common.EXIT_OK
-
-
-#: ``quarantine list``'s columns, and with ``--wide`` (the directory too).
-QUARANTINE = (table.Column("REAPED (UTC)"), table.Column("UUID"), table.Column("RESTORE?"),
-              table.Column("HOLDS OR LACKS"))  # fmt: skip
-QUARANTINE_WIDE = (table.Column("REAPED"), table.Column("UUID"), table.Column("KIND"),
-                   table.Column("RESTORABLE"), table.Column("HOLDS OR LACKS"),
-                   table.Column("DIRECTORY"))  # fmt: skip
+    return exits.OK
 
 
 def restore_guest(args: argparse.Namespace) -> int:
@@ -233,14 +184,14 @@ def _restore(
             saved_state=quarantine.has_managed_save(entry),
         )
     except guarded.RestoreRefused as exc:
-        return common.fail(common.EXIT_ERROR, f"refused: {exc}")
+        return common.fail(exits.ERROR, f"refused: {exc}")
     if restored.warning:
         common.warn(restored.warning)
     common.say(
         f"restored {entry.uuid}: {restored.detail}; on hold: the agent leaves it alone until "
         f"`nova-orphans release {entry.uuid}`"
     )
-    return common.EXIT_OK
+    return exits.OK
 
 
 def release_guest(args: argparse.Namespace) -> int:
@@ -259,7 +210,7 @@ def release_guest(args: argparse.Namespace) -> int:
         f"released {args.uuid} (on hold since {released.since.isoformat()}: "
         f"{released.reason}); the agent will see it afresh"
     )
-    return common.EXIT_OK
+    return exits.OK
 
 
 def purge_quarantine(args: argparse.Namespace) -> int:
@@ -282,10 +233,10 @@ def purge_quarantine(args: argparse.Namespace) -> int:
             raise EffectError(f"purge: {tampered}; nothing purged (repair or remove it by hand)")
     if not due:
         print(f"nothing reaped {args.older_than:g} days ago or more: nothing to purge")
-        return common.EXIT_OK
+        return exits.OK
     if not (args.dry_run or args.yes) and sys.stdin.isatty() and not _confirmed(due):
         print("nothing purged")
-        return common.EXIT_OK
+        return exits.OK
     # NOTE: imported here: the agent's module (the daemon, its metrics) is loaded only by
     # a purge, not by every journal command (start-up time of the CLI).
     from nova_orphans.cli.agent import build_effects
@@ -308,7 +259,7 @@ def purge_quarantine(args: argparse.Namespace) -> int:
         effects.close()
     for p in purged:
         common.say(_purged_line(p))
-    return common.EXIT_OK if all(p.outcome == "done" for p in purged) else common.EXIT_ERROR
+    return exits.OK if all(p.outcome == "done" for p in purged) else exits.ERROR
 
 
 def _confirmed(due: list[QuarantineEntry]) -> bool:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
+
 #: One label (RFC 1123 §2.1): letters, digits and inner hyphens, 1 to 63 of them.
 #: NOTE: an underscore is allowed too: nova-compute's ``host`` is free text, inventories
 #: do name hosts ``cmp_01``, and ``_`` means nothing in a URI (RFC 3986 "unreserved").
@@ -18,8 +21,12 @@ _LABEL = re.compile(r"(?![-_])[A-Za-z0-9_-]{1,63}(?<![-_])", re.ASCII)
 HOST_NAME_MAX = 253
 
 
-class NotAHostName(ValueError):
+class NotAHostName(NovaOrphansError):
     """A name that is no RFC 1123 host name: no URI is built from it."""
+
+    # NOTE: given by the operator (``--hosts``) it is a usage error; from Nova it makes
+    # that one host unreachable (``fleet/scan.py``).
+    exit_code = exits.USAGE
 
 
 def check_host_name(host: str) -> str:

@@ -20,8 +20,10 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
+from nova_orphans import exits
 from nova_orphans.core.fleet_reports import BadReport, PerHostReport, ReportedFinding, SeenDomain
 from nova_orphans.core.model import DomainState, Kind, Usage
+from nova_orphans.exceptions import NovaOrphansError
 
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
 READABLE_SCHEMAS = (None, 1)
@@ -35,8 +37,10 @@ STREAM_MAX_BYTES = 64 * REPORT_MAX_BYTES
 Parsed = PerHostReport | BadReport
 
 
-class NoReports(Exception):
+class NoReports(NovaOrphansError):
     """The directory or stream holds no report at all (a usage error: exit 2)."""
+
+    exit_code = exits.USAGE
 
 
 def read_directory(path: str) -> list[Parsed]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import xml.etree.ElementTree as ET
 
+from nova_orphans import exits
 from nova_orphans.core import model
+from nova_orphans.exceptions import NovaOrphansError
 
 NOVA_NS_1_1 = "http://openstack.org/xmlns/libvirt/nova/1.1"
 NOVA_NS_1_0 = "http://openstack.org/xmlns/libvirt/nova/1.0"
@@ -31,12 +33,16 @@ _INTERFACE_SOURCE_ATTR = {
 _NOVA_FIELDS = ("name", "creationTime", "owner", "flavor", "package")
 
 
-class DomainXMLError(ValueError):
+class DomainXMLError(NovaOrphansError, ValueError):
     """The domain XML could not be parsed (libvirt handed us something broken)."""
 
+    exit_code = exits.ERROR
 
-class MetadataError(ValueError):
+
+class MetadataError(NovaOrphansError, ValueError):
     """The ``<nova:instance>`` element is unreadable; the message says why."""
+
+    exit_code = exits.ERROR
 
 
 #: Bytes per unit of libvirt's memory elements (``<currentMemory unit=...>``).

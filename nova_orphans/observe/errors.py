@@ -6,17 +6,15 @@ nothing but report it (fail closed).
 
 from __future__ import annotations
 
-from typing import Any
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
 
 
-class ObserveError(Exception):
+class ObserveError(NovaOrphansError):
     """Base class: something could not be observed; nothing may be concluded."""
 
     msg_fmt = "observation failed"
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.kwargs = kwargs
-        super().__init__(self.msg_fmt % kwargs)
+    exit_code = exits.ERROR
 
 
 class NovaError(ObserveError):

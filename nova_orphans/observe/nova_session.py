@@ -12,6 +12,8 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import (
     KeystoneUnreachable,
     NovaAuthFailed,
@@ -21,8 +23,11 @@ from nova_orphans.observe.errors import (
 from nova_orphans.observe.nova import MICROVERSION
 
 
-class CredentialsMissing(Exception):
+class CredentialsMissing(NovaOrphansError):
     """Neither a clouds.yaml cloud nor a keystoneauth plugin is configured."""
+
+    exit_code = exits.USAGE
+    label = "config error"
 
 
 class KeystoneTransport:

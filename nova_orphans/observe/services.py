@@ -12,9 +12,14 @@ from typing import Any, Protocol
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
 
-class ServiceError(Exception):
+
+class ServiceError(NovaOrphansError):
     """A service could not be asked, or gave an unusable answer; the message is one line."""
+
+    exit_code = exits.ERROR
 
 
 class Client(Protocol):

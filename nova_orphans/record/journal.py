@@ -17,9 +17,11 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from nova_orphans import exits
 from nova_orphans.core.holds import Hold, LastStep
 from nova_orphans.core.model import Kind
 from nova_orphans.core.sightings import Sighting
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.record import lock
 
 SCHEMA = """
@@ -61,8 +63,12 @@ SIGHTINGS_COLUMNS = (
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
-class JournalError(Exception):
+class JournalError(NovaOrphansError):
     """The journal cannot be opened or written."""
+
+    # NOTE: the journal's path is configuration; an agent that cannot record stops.
+    exit_code = exits.USAGE
+    label = "journal error"
 
 
 class JournalLocked(JournalError):
@@ -71,6 +77,9 @@ class JournalLocked(JournalError):
 
 class QuarantineBusy(JournalError):
     """A purge or a restore holds the quarantine longer than we may wait."""
+
+    exit_code = exits.ERROR
+    label = "error"
 
 
 @dataclasses.dataclass(frozen=True)

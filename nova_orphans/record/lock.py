@@ -19,17 +19,21 @@ import socket
 import time
 from collections.abc import Iterator
 
-#: This host's live-agent lock (``[agent] live_lock_file``): a fixed path on the host, so
-#: that every agent on it finds the same file, whatever its configuration or container.
-LIVE_LOCK_FILE = "/run/nova-orphans/live.lock"
+from nova_orphans import exits
+from nova_orphans.exceptions import NovaOrphansError
 
 
-class Held(Exception):
+class Held(NovaOrphansError):
     """Another process holds the lock; the message names it (pid, host, since…)."""
 
+    exit_code = exits.ERROR
 
-class LiveAgentRunning(Exception):
+
+class LiveAgentRunning(NovaOrphansError):
     """Another live agent holds this host's live lock; the message names it (rule 14)."""
+
+    # NOTE: docs/design.md rule 14: a second live agent on the host is a deployment error.
+    exit_code = exits.USAGE
 
 
 def acquire(path: str, about: str = "") -> int:
@@ -109,7 +113,7 @@ class LiveLock:
 
     NOTE: what makes two agents collide is that they drive one libvirt and one
     instances path: this host's. A lock file at a fixed path of the host
-    (``LIVE_LOCK_FILE``, ``/run`` being the host's and never shared with another
+    (``[agent] live_lock_file``, ``/run`` being the host's and never shared with another
     host) is what every agent on it shares, whatever its state directory, and a
     container shares it through a bind mount of ``/run/nova-orphans``. A libvirt
     host UUID would not do better: reading it needs libvirt first, and cloned

@@ -9,9 +9,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from nova_orphans.sim import runner
+from nova_orphans.sim import trial
 from nova_orphans.sim.generate import FAULT_NAMES
-from nova_orphans.sim.run import Counters
+from nova_orphans.sim.play import Counters
 from nova_orphans.sim.steps import History
 
 
@@ -24,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--histories", type=int, default=1000, help="how many (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="the seed (default 0)")
     parser.add_argument("--first", type=int, default=0, help="index of the first history")
-    parser.add_argument("--cycles", type=int, default=runner.CYCLES, help="agent cycles each")
+    parser.add_argument("--cycles", type=int, default=trial.CYCLES, help="agent cycles each")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--index", type=int, help="replay only history INDEX of --seed")
     parser.add_argument("--replay", metavar="FILE", help="replay a history saved as JSON")
@@ -43,23 +43,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def _one(job: tuple[int, int, int, frozenset[str], bool]) -> tuple[Counters, list[str], str]:
     seed, index, cycles, exclude, shrink = job
-    result = runner.run_generated(seed, index, cycles, exclude)
+    result = trial.run_generated(seed, index, cycles, exclude)
     if not result.failed:
         return result.counters, [], ""
-    smallest = runner.minimal(result) if shrink else None
+    smallest = trial.minimal(result) if shrink else None
     saved = (smallest or result.history).to_json()
-    return result.counters, list(runner.describe(result, smallest)), saved
+    return result.counters, list(trial.describe(result, smallest)), saved
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the histories; print the summary; exit 1 when an invariant broke."""
     args = _parser().parse_args(argv)
-    runner.quiet()
+    trial.quiet()
     if args.replay:
         with open(args.replay, encoding="utf-8") as source:
             history = History.from_json(source.read())
-        result = runner.replay(history)
-        for line in runner.describe(result, None) if result.failed else ["no violation"]:
+        result = trial.replay(history)
+        for line in trial.describe(result, None) if result.failed else ["no violation"]:
             print(line)
         return 1 if result.failed else 0
     first, count = (args.index, 1) if args.index is not None else (args.first, args.histories)

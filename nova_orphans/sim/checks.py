@@ -21,7 +21,7 @@
 4. **journal** — after every step (so after reconciliation when the agent crashed)
    no intent is without an outcome, and every destructive call (purges included) ran
    while an intent for that guest was open.
-5. **dry run** — see ``runner.compare_dry_run``.
+5. **dry run** — see ``trial.compare_dry_run``.
 6. **classification** — in a cycle where no injected fault reached the scan, every
    finding's kind (and every guest without a finding) agrees with the ground truth; but
    between full looks at Nova, after a fault reached a scan or rows were archived, the
@@ -65,7 +65,7 @@ from collections.abc import Iterable
 from nova_orphans.agent import CycleResult
 from nova_orphans.core.model import Domain, Kind, Selector
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simhost import Quarantined, SimulatedHost
+from nova_orphans.fakes.host import Quarantined, SimulatedHost
 from nova_orphans.record.journal import STAMP_FORMAT, Journal
 from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped

@@ -17,9 +17,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from nova_orphans.core.model import DomainState
-from nova_orphans.demo.simhost import SimulatedHost
-from nova_orphans.demo.simnova import START, SimulatedNova
-from nova_orphans.demo.simnova_views import SimServer
+from nova_orphans.fakes.host import SimulatedHost
+from nova_orphans.fakes.nova import START, SimulatedNova
+from nova_orphans.fakes.nova_views import SimServer
 
 HOST, OTHER = "cmp-1", "cmp-2"
 #: The cell of each compute host (a down cell hides its rows from Nova's listings).

@@ -18,7 +18,7 @@ from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.act.manifest import Kept, Manifest
 from nova_orphans.core.model import Domain
-from nova_orphans.demo.simhost import Quarantined, SimulatedEffects, SimulatedHost
+from nova_orphans.fakes.host import Quarantined, SimulatedEffects, SimulatedHost
 
 DESTRUCTIVE = frozenset({"stop", "undefine", "move_instance_files"})
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Iterator
 
 from nova_orphans.core.model import Kind
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.nova import Fault
 from nova_orphans.sim.cloud import CELLS, HOST, OTHER, Cloud, uuid_of
 from nova_orphans.sim.operator import TYPOS
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step

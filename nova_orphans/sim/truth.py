@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 
 from nova_orphans.core.model import Domain
-from nova_orphans.demo.simnova_views import SimMigration
+from nova_orphans.fakes.nova_views import SimMigration
 from nova_orphans.sim.cloud import HOST, Cloud
 
 #: Migration statuses during which Nova still works on the instance (both ends may hold

@@ -13,8 +13,8 @@ from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core import gate
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action, Policy
-from nova_orphans.demo.simhost import SimulatedEffects, SimulatedHost
-from nova_orphans.demo.simnova import START, SimulatedNova
+from nova_orphans.fakes.host import SimulatedEffects, SimulatedHost
+from nova_orphans.fakes.nova import START, SimulatedNova
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
 from nova_orphans.record.lock import LiveLock

@@ -10,7 +10,7 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 from nova_orphans.core.model import Kind
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.nova import Fault
 from tests.agent.simworld import SimWorld
 
 

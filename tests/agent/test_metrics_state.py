@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nova_orphans.agent import MeteredTransport
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.nova import Fault
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.metrics import (
     ABORT_REASONS,

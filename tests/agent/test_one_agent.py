@@ -20,11 +20,11 @@ import time
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
+from nova_orphans import demo as demo_world
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
 from nova_orphans.core.policy import Step
-from nova_orphans.demo import world as demo_world
 from nova_orphans.record.journal import Journal, JournalLocked, lock_path
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
@@ -100,7 +100,7 @@ def test_dry_runs_beside_the_live_agent_never_advance_its_sightings(tmp_path, de
     state = tmp_path / "state"
     assert Journal(str(state / "journal.sqlite")).history() == []
     # ``history`` shows the dry run's intent, marked as such.
-    assert cli.main(["history", "--config-file", str(conf)]) == cli.EXIT_OK
+    assert cli.main(["history", "--config-file", str(conf)]) == exits.OK
     header, line = capsys.readouterr().out.splitlines()
     assert header.split()[:3] == ["WHEN", "(UTC)", "UUID"]
     assert DB_OLD in line and "stop (dry run)" in line and "done" in line
@@ -187,7 +187,7 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         before = (sorted(p.name for p in state.iterdir()), _rows(journal))
         code = cli.main(["run", "--once", "--config-file", str(conf), "--libvirt-uri", world])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == cli.EXIT_USAGE
+        assert code == exits.USAGE
         assert len(err) == 1 and f"pid {running.pid} on " in err[0] and "since " in err[0], err
         assert (sorted(p.name for p in state.iterdir()), _rows(journal)) == before
         # A second live agent with a state directory of its own (a unit beside a container)
@@ -199,7 +199,7 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         other_state = tmp_path / "container" / "state"
         code = cli.main(["run", "--once", "--config-file", str(other), "--libvirt-uri", world])
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == cli.EXIT_USAGE
+        assert code == exits.USAGE
         assert len(err) == 1 and f"pid {running.pid} on " in err[0], err
         assert "this host's live lock" in err[0] and f"journal {journal}" in err[0], err
         assert not other_state.exists()
@@ -208,11 +208,11 @@ def test_a_second_live_run_exits_2_naming_the_running_agent_and_changes_nothing(
         # and leaves the running agent's metrics port (and textfile) alone. Nova is down in
         # this test, so it exits 1; the point is: not 2. Nor is one of another state dir.
         dry_run = ["run", "--once", "--dry-run", "--config-file", str(conf)]
-        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == exits.ERROR
         assert "journal.sqlite.dry-run" in {p.name for p in state.iterdir()}
         assert _rows(journal) == before[1]
         dry_run = ["run", "--once", "--dry-run", "--config-file", str(other)]
-        assert cli.main([*dry_run, "--libvirt-uri", world]) == cli.EXIT_ERROR
+        assert cli.main([*dry_run, "--libvirt-uri", world]) == exits.ERROR
         assert {p.name for p in other_state.iterdir()} >= {"journal.sqlite.dry-run"}
         assert not (other_state / "journal.sqlite").exists()
         assert running.poll() is None
@@ -268,7 +268,7 @@ def test_a_second_live_agent_of_another_state_dir_exits_2_and_never_acts_on_a_ho
             ["run", "--once", "--config-file", str(other), "--libvirt-uri", demo.libvirt_uri]
         )
         err = capsys.readouterr().err.strip().splitlines()
-        assert code == cli.EXIT_USAGE
+        assert code == exits.USAGE
         assert len(err) == 1 and f"pid {os.getpid()} on " in err[0], err
         assert f"journal {tmp_path / 'state' / 'journal.sqlite'}" in err[0], err
         assert not (tmp_path / "container" / "state").exists()  # it read and stopped nothing
@@ -318,6 +318,6 @@ def test_a_live_lock_file_that_cannot_be_made_is_a_config_error_that_changes_not
         ["run", "--once", "--config-file", str(conf), "--libvirt-uri", demo.libvirt_uri]
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and f"[agent] live_lock_file {blocker / 'live.lock'}: " in err[0], err
     assert not (tmp_path / "state" / "journal.sqlite").exists()

@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nova_orphans import pipeline
+from nova_orphans import audit as pipeline
 from nova_orphans.act.actuator import Actuator, Steps
 from nova_orphans.core import gate
 from nova_orphans.core.decide import Decision, Plan
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Disk, DomainState, Kind, Selector
 from nova_orphans.core.policy import Action, Step
-from nova_orphans.demo.simnova import Fault
-from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fakes.nova import Fault
+from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry

@@ -14,11 +14,11 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.act.restore import RestoreRefused
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.nova import Fault
 from tests import report_schema
 from tests.agent.simworld import OTHER, SimWorld
 
@@ -166,7 +166,7 @@ def test_release_on_the_command_line_ends_the_hold(tmp_path, capsys):
     world.cycle()
     (hold,) = world.journal.holds().values()
     capsys.readouterr()
-    assert cli.main(["release", "--config-file", conf_for(tmp_path), gone]) == cli.EXIT_OK
+    assert cli.main(["release", "--config-file", conf_for(tmp_path), gone]) == exits.OK
     out = capsys.readouterr().out
     assert out.startswith(f"released {gone} (on hold since {hold.since.isoformat()}: ")
     assert world.journal.holds() == {}
@@ -208,7 +208,7 @@ def test_release_of_a_guest_not_on_hold_exits_2_and_changes_nothing(tmp_path, ca
     capsys.readouterr()
     code = cli.main(["release", "--config-file", conf_for(tmp_path), *argv_tail])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert len(err) == 1 and err[0].startswith("nova-orphans: usage error")
     assert (world.journal.hold_events(), world.journal.sightings(), world.journal.history()) == (
         before
@@ -219,7 +219,7 @@ def test_release_without_a_journal_exits_2_and_creates_none(tmp_path, capsys):
     conf = conf_for(tmp_path)
     code = cli.main(["release", "--config-file", conf, "11111111-2222-4333-8444-555555555555"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == cli.EXIT_USAGE and len(err) == 1 and "not on hold" in err[0]
+    assert code == exits.USAGE and len(err) == 1 and "not on hold" in err[0]
     assert not (tmp_path / "journal.sqlite").exists() and not (tmp_path / "state").exists()
 
 

@@ -18,7 +18,7 @@ import pathlib
 import libvirt
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.act import manifest as manifests
 from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator
@@ -29,9 +29,9 @@ from nova_orphans.core.decide import Decision, Plan
 from nova_orphans.core.gate import SafetyVerdict
 from nova_orphans.core.model import Kind, NovaView
 from nova_orphans.core.policy import Action, Step
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.record.journal import Journal
-from tests import worlds
 
 HOST = "cmp-1"
 URI = "test:///default"
@@ -166,7 +166,7 @@ class Host:
 def host(tmp_path, monkeypatch):
     # NOTE: restore asks Nova first (docs/design.md rule 13): this one has no record of it.
     from nova_orphans.cli import journal as cli_journal
-    from nova_orphans.demo.simnova import SimulatedNova
+    from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
     nova.add_compute(HOST)
@@ -187,10 +187,10 @@ def test_a_reap_cut_short_by_a_full_disk_after_the_undefine_stays_restorable_wit
     host.lose_the_journal()
 
     # The retention purge sees the entry as the reap it is; not yet old enough, it stays.
-    assert host.run("purge", "--older-than", "7") == cli.EXIT_OK
+    assert host.run("purge", "--older-than", "7") == exits.OK
     assert directory.is_dir()
     capsys.readouterr()
-    assert host.run("quarantine", "list") == cli.EXIT_OK
+    assert host.run("quarantine", "list") == exits.OK
     (line,) = [line for line in capsys.readouterr().out.splitlines() if host.uuid in line]
     assert f"{host.uuid}  yes " in line, line
     journal = Journal(str(host.journal_path))
@@ -199,7 +199,7 @@ def test_a_reap_cut_short_by_a_full_disk_after_the_undefine_stays_restorable_wit
         assert (entry.uuid, entry.path) == (host.uuid, str(directory))
     finally:
         journal.close()
-    assert host.run("restore", host.uuid) == cli.EXIT_OK
+    assert host.run("restore", host.uuid) == exits.OK
     assert capsys.readouterr().out.startswith(f"restored {host.uuid}: defined instance-")
     assert host.defined()
 
@@ -216,5 +216,5 @@ def test_a_reap_refused_at_the_undefine_leaves_a_copy_that_is_no_quarantine_entr
         if journal_lost:
             host.lose_the_journal()
         capsys.readouterr()
-        assert host.run("quarantine", "list") == cli.EXIT_OK
+        assert host.run("quarantine", "list") == exits.OK
         assert host.uuid not in capsys.readouterr().out

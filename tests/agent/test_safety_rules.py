@@ -12,8 +12,8 @@ import pytest
 
 from nova_orphans.core.model import Disk, Kind
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simhost import unreachable
-from nova_orphans.demo.simnova import Fault
+from nova_orphans.fakes.host import unreachable
+from nova_orphans.fakes.nova import Fault
 from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import HOST, OTHER, SimWorld
 

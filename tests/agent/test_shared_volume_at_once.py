@@ -12,10 +12,10 @@ import pathlib
 
 import pytest
 
-from nova_orphans import pipeline
+from nova_orphans import audit
 from nova_orphans.core.model import DangerKind, Disk, Interface, Kind, Selector, Usage
 from nova_orphans.core.policy import Action
-from nova_orphans.demo.simservices import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.placement import PlacementObserver
 from tests.agent.simworld import OTHER, SimWorld
@@ -37,7 +37,7 @@ class World(SimWorld):
     def __init__(self, tmp_path: pathlib.Path, **policy: object) -> None:
         super().__init__(tmp_path, **{**WAITS, **policy})
         self.cinder, self.neutron = SimCinder(), SimNeutron()
-        self.agent.services = pipeline.Services(
+        self.agent.services = audit.Services(
             PlacementObserver(SimPlacement()), DangerObserver(self.cinder, self.neutron)
         )
         self.boot("managed")

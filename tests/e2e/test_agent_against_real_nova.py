@@ -41,12 +41,12 @@ from typing import Any
 import harness
 import pytest
 
-from tests import worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.nova
 
 QEMU = harness.LIBVIRT_URI
-EXIT_OK, EXIT_ERROR, EXIT_FOUND, EXIT_ACTED = 0, 1, 3, 4
 INTERVAL = 10
 #: Past half an interval after the previous cycle's start, with room for start-up jitter.
 COUNTED_AFTER = INTERVAL / 2 + 1.5
@@ -140,13 +140,13 @@ class AgentCli:
         done = harness.run_cli(
             "history", "--config-file", str(self.conf), "--uuid", uuid, "--format", "json"
         )
-        assert done.returncode == EXIT_OK, show(done)
+        assert done.returncode == exits.OK, show(done)
         return list(json.loads(done.stdout)["events"])
 
     def release(self, uuid: str) -> None:
         """``release UUID``: the agent may act on the guest again."""
         done = harness.run_cli("release", "--config-file", str(self.conf), uuid)
-        assert done.returncode == EXIT_OK, show(done)
+        assert done.returncode == exits.OK, show(done)
         assert done.stdout.startswith(f"released {uuid}"), show(done)
 
     def quarantine(self) -> list[dict[str, Any]]:
@@ -154,12 +154,12 @@ class AgentCli:
         done = harness.run_cli(
             "quarantine", "list", "--config-file", str(self.conf), "--format", "json"
         )
-        assert done.returncode == EXIT_OK, show(done)
+        assert done.returncode == exits.OK, show(done)
         return list(json.loads(done.stdout)["entries"])
 
     def quarantine_table(self) -> str:
         done = harness.run_cli("quarantine", "list", "--config-file", str(self.conf))
-        assert done.returncode == EXIT_OK, show(done)
+        assert done.returncode == exits.OK, show(done)
         return done.stdout
 
     def restore(self, uuid: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -440,7 +440,7 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
     try:
         first = time.monotonic()
         for _ in range(2):  # 1st and 2nd sighting: still inside the grace period
-            cycle = agent.cycle(expect=EXIT_FOUND)
+            cycle = agent.cycle(expect=exits.FOUND)
             d = cycle.decision(migrated)
             assert d and d["kind"] == "misplaced" and d["next"] == "none", cycle.done.stderr
             assert "live-migration source" in d["reason"], d
@@ -458,20 +458,20 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
             assert d["next"] == "none", d
 
         agent.until_counted(first + grace + 2)
-        cycle = agent.cycle(expect=EXIT_ACTED)
+        cycle = agent.cycle(expect=exits.ACTED)
         (step,) = cycle.steps(migrated)
         assert (step["step"], step["outcome"], step["dry_run"]) == ("stop", "done", "False"), step
         assert harness.domain_state(migrated) == "shut off"
         assert is_persistent(migrated)  # stopped, still defined
         stopped = time.monotonic()
 
-        cycle = agent.cycle(expect=EXIT_FOUND)
+        cycle = agent.cycle(expect=exits.FOUND)
         d = cycle.decision(migrated)
         assert d and d["next"] == "none" and "reap_delay" in d["why"], d
         assert harness.domain_state(migrated) == "shut off"
 
         agent.until_counted(stopped + reap_delay + 1)
-        cycle = agent.cycle(expect=EXIT_ACTED)
+        cycle = agent.cycle(expect=exits.ACTED)
         (step,) = cycle.steps(migrated)
         assert (step["step"], step["outcome"]) == ("reap", "done"), step
         assert "files left in place" in step["detail"], step
@@ -493,7 +493,7 @@ def test_live_migration_source_duplicate_is_stopped_then_undefined_its_files_unt
 
         # Nothing left to do for this guest; the others are as they were. Foreign and
         # protected are no orphans (exit 0); others' lvhost servers may be lost here (exit 3).
-        cycle = agent.cycle(expect=(EXIT_OK, EXIT_FOUND))
+        cycle = agent.cycle(expect=(exits.OK, exits.FOUND))
         assert cycle.decision(migrated) is None
         assert cycle.steps(migrated) == []
         assert_untouched(agent, *running)
@@ -532,7 +532,7 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
         sightings_required=2,
     )
 
-    cycle = agent.cycle(expect=EXIT_FOUND)
+    cycle = agent.cycle(expect=exits.FOUND)
     d = cycle.decision(ghost)
     assert d and d["kind"] == "unknown" and d["why"] == "seen 1 of 2 cycles", d
     assert agent.sightings()[ghost] == 1
@@ -540,7 +540,7 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
     down = harness.stack_cmd("svc-stop", "nova-api", timeout=120)
     assert down.returncode == 0, down.stderr
     try:
-        failed = agent.cycle(expect=EXIT_ERROR)
+        failed = agent.cycle(expect=exits.ERROR)
         lines = failed.done.stderr.strip().splitlines()
         assert len(lines) == 1, failed.done.stderr
         assert "nova" in lines[0].lower(), lines[0]
@@ -562,14 +562,14 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
             time.sleep(0.5)
 
     agent.until_counted()
-    cycle = agent.cycle(expect=EXIT_ACTED)
+    cycle = agent.cycle(expect=exits.ACTED)
     (step,) = cycle.steps(ghost)
     assert (step["step"], step["outcome"]) == ("stop", "done"), step
     assert harness.domain_state(ghost) == "shut off"
     assert is_persistent(ghost)
     assert_done(agent.history(ghost), ("stop", "unknown"))
 
-    cycle = agent.cycle(expect=EXIT_FOUND)  # action stop: it stays stopped and defined
+    cycle = agent.cycle(expect=exits.FOUND)  # action stop: it stays stopped and defined
     d = cycle.decision(ghost)
     assert d and d["why"] == "stopped; stays defined (action stop)", d
     assert harness.domain_state(ghost) == "shut off"
@@ -596,7 +596,7 @@ def test_server_soft_deleted_then_restored_around_the_cycles_is_never_touched(
     agent = write_agent(
         tmp_path, host="lvhost", instances_path=tmp_path / "instances", mine=[keeper, target]
     )
-    expect = (EXIT_OK, EXIT_FOUND)  # others' lvhost servers may be lost here: exit 3
+    expect = (exits.OK, exits.FOUND)  # others' lvhost servers may be lost here: exit 3
 
     def cycle() -> Cycle:
         result = agent.cycle(expect=expect)
@@ -650,7 +650,7 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
         mine=[keeper, migrated],
         brake_min_orphans=10,
     )
-    expect = (EXIT_ACTED,)
+    expect = (exits.ACTED,)
     (step,) = agent.cycle(expect=expect).steps(migrated)
     assert (step["step"], step["outcome"]) == ("stop", "done"), step
     (step,) = agent.cycle(expect=expect).steps(migrated)
@@ -661,7 +661,7 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     journal_before = (agent.quarantine(), agent.events(migrated))
 
     refused = agent.restore(migrated, "--start")
-    assert refused.returncode == EXIT_ERROR, show(refused)
+    assert refused.returncode == exits.ERROR, show(refused)
     (line,) = refused.stderr.strip().splitlines()
     assert line.startswith(
         f"nova-orphans: refused: Nova runs server {migrated} on host host2 (status ACTIVE)"
@@ -671,7 +671,7 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     assert (agent.quarantine(), agent.events(migrated)) == journal_before
 
     forced = agent.restore(migrated, "--start", "--force")
-    assert forced.returncode == EXIT_OK, show(forced)
+    assert forced.returncode == exits.OK, show(forced)
     (warning,) = forced.stderr.strip().splitlines()
     assert warning.startswith("nova-orphans: warning: --force: Nova runs server"), warning
     assert f"`nova-orphans release {migrated}`" in forced.stdout, show(forced)
@@ -683,13 +683,13 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     assert "forced: Nova runs server" in hold["reason"] and "host2" in hold["reason"], hold
 
     audited = harness.run_audit(agent.conf, "lvhost", QEMU)
-    assert audited.returncode == EXIT_FOUND, show(audited)
+    assert audited.returncode == exits.FOUND, show(audited)
     finding = harness.findings_by_uuid(audited)[migrated]
     assert finding["kind"] == "misplaced", finding  # still classified
     assert finding["hold"]["reason"] == hold["reason"], finding
 
     for _ in range(2):  # on hold: the agent leaves the running duplicate alone
-        cycle = agent.cycle(expect=EXIT_FOUND)
+        cycle = agent.cycle(expect=exits.FOUND)
         d = cycle.decision(migrated)
         assert d and d["kind"] == "misplaced" and d["why"].startswith("on hold: restored"), d
         assert cycle.steps(migrated) == []
@@ -698,7 +698,7 @@ def test_restore_start_of_a_reaped_duplicate_whose_server_nova_runs_elsewhere_is
     assert [s["step"] for s in agent.history(migrated)] == ["restore", "reap", "stop"]
 
     agent.release(migrated)
-    (step,) = agent.cycle(expect=EXIT_ACTED).steps(migrated)  # a fresh finding again
+    (step,) = agent.cycle(expect=exits.ACTED).steps(migrated)  # a fresh finding again
     assert (step["step"], step["outcome"]) == ("stop", "done"), step
     events = agent.events(migrated)
     assert [e["event"] for e in events[:2]] == ["step", "release"], events
@@ -728,8 +728,8 @@ def test_reap_lists_no_leftover_for_a_disk_inside_the_guests_own_instance_direct
     qemu_guests(ghost, "ghost", disk=disk)
     agent = write_agent(tmp_path, host="lvhost", instances_path=instances, mine=[keeper, ghost])
 
-    agent.cycle(expect=EXIT_ACTED)  # stop
-    cycle = agent.cycle(expect=EXIT_ACTED)  # reap
+    agent.cycle(expect=exits.ACTED)  # stop
+    cycle = agent.cycle(expect=exits.ACTED)  # reap
     (step,) = cycle.steps(ghost)
     assert (step["step"], step["outcome"]) == ("reap", "done"), step
     assert not (instances / ghost).exists()
@@ -828,7 +828,7 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
     )
     try:
         # Exit 3 is possible: other tests' lvhost servers without a guest are "lost".
-        cycle = agent.cycle(expect=(EXIT_OK, EXIT_FOUND))  # before the delete: Nova's guest
+        cycle = agent.cycle(expect=(exits.OK, exits.FOUND))  # before the delete: Nova's guest
         assert cycle.decision(victim) is None
 
         local_delete(nova, victim)
@@ -836,18 +836,18 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
 
         def stop_then_reap(kind: str, grace_from: float) -> dict[str, Any]:
             earlier = len(agent.history(victim))
-            cycle = agent.cycle(expect=EXIT_FOUND)
+            cycle = agent.cycle(expect=exits.FOUND)
             d = cycle.decision(victim)
             assert d and d["kind"] == kind and d["why"].startswith("inside grace_period"), d
             agent.until_counted(grace_from + grace + 2)
-            cycle = agent.cycle(expect=EXIT_FOUND)
+            cycle = agent.cycle(expect=exits.FOUND)
             d = cycle.decision(victim)
             assert d and d["why"] == "seen 2 of 3 cycles", d
             assert harness.domain_state(victim) == "running"
             assert len(agent.history(victim)) == earlier
 
             agent.until_counted()
-            cycle = agent.cycle(expect=EXIT_ACTED)
+            cycle = agent.cycle(expect=exits.ACTED)
             (step,) = cycle.steps(victim)
             assert (step["step"], step["outcome"]) == ("stop", "done"), step
             stopped = time.monotonic()
@@ -855,11 +855,11 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
             assert is_persistent(victim)
             assert digest(home) == before  # stopped in place, disk untouched
 
-            cycle = agent.cycle(expect=EXIT_FOUND)
+            cycle = agent.cycle(expect=exits.FOUND)
             d = cycle.decision(victim)
             assert d and "reap_delay" in d["why"], d
             agent.until_counted(stopped + reap_delay + 1)
-            cycle = agent.cycle(expect=EXIT_ACTED)
+            cycle = agent.cycle(expect=exits.ACTED)
             (step,) = cycle.steps(victim)
             assert (step["step"], step["outcome"]) == ("reap", "done"), step
             assert harness.domain_state(victim) is None
@@ -878,11 +878,11 @@ def test_locally_deleted_real_guest_is_stopped_after_grace_then_reaped_restorabl
         # Cycles 1-5: deleted.
         stop_then_reap("deleted", deleted)
         assert_done(agent.history(victim), ("reap", "deleted"), ("stop", "deleted"))
-        gone = agent.cycle(expect=(EXIT_OK, EXIT_FOUND))
+        gone = agent.cycle(expect=(exits.OK, exits.FOUND))
         assert gone.decision(victim) is None  # undefined: nothing to see
 
         restored = agent.restore(victim, "--start")
-        assert restored.returncode == EXIT_OK, show(restored)
+        assert restored.returncode == exits.OK, show(restored)
         assert restored.stdout.startswith(f"restored {victim}"), restored.stdout
         assert not restored.stderr, restored.stderr  # Nova has only a deleted row: no warning
         assert harness.domain_state(victim) == "running"
@@ -945,22 +945,22 @@ def test_dry_run_changes_nothing_and_decides_exactly_what_the_live_run_then_does
             return step
 
         # Stop.
-        step = remember(agent.cycle("--dry-run", expect=EXIT_FOUND), dry=True)
+        step = remember(agent.cycle("--dry-run", expect=exits.FOUND), dry=True)
         assert step["detail"].startswith("would stop"), step
         assert harness.domain_state(victim) == "running"
         assert digest(home) == before
-        remember(agent.cycle(expect=EXIT_ACTED), dry=False)
+        remember(agent.cycle(expect=exits.ACTED), dry=False)
         assert harness.domain_state(victim) == "shut off"
 
         # Reap.
-        step = remember(agent.cycle("--dry-run", expect=EXIT_FOUND), dry=True)
+        step = remember(agent.cycle("--dry-run", expect=exits.FOUND), dry=True)
         assert "would undefine" in step["detail"], step
         assert harness.domain_state(victim) == "shut off"
         assert is_persistent(victim)
         assert digest(home) == before
         assert not (agent.quarantine_dir / victim).exists()
         assert agent.quarantine() == []
-        remember(agent.cycle(expect=EXIT_ACTED), dry=False)
+        remember(agent.cycle(expect=exits.ACTED), dry=False)
         assert harness.domain_state(victim) is None
         assert not home.exists()
 

@@ -16,16 +16,17 @@ from typing import Any
 import harness
 import pytest
 
-from tests import report_schema, worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 
 QEMU = harness.LIBVIRT_URI
-EXIT_OK, EXIT_ERROR, EXIT_FOUND = 0, 1, 3
 
 
 def audit(
-    conf: pathlib.Path, host: str, uri: str, *, expect: tuple[int, ...] = (EXIT_OK, EXIT_FOUND)
+    conf: pathlib.Path, host: str, uri: str, *, expect: tuple[int, ...] = (exits.OK, exits.FOUND)
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
     done = harness.run_audit(conf, host, uri)
     assert done.returncode in expect, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
@@ -43,7 +44,7 @@ def nova_domain(uuid: str, name: str) -> str:
 
 
 def assert_one_line_error(done: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert done.returncode == EXIT_ERROR, (done.returncode, done.stdout, done.stderr)
+    assert done.returncode == exits.ERROR, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert any(w in lines[0].lower() for w in words), lines[0]
@@ -91,7 +92,7 @@ def test_local_delete_leaves_real_guest_reported_deleted_then_unknown(
                 assert deleted is not None and deleted["status"] == "DELETED"
                 assert harness.domain_state(uuid) == "running"
 
-                _, found = audit(conf, "lvhost", QEMU, expect=(EXIT_FOUND,))
+                _, found = audit(conf, "lvhost", QEMU, expect=(exits.FOUND,))
                 finding = found[uuid]
                 assert finding["kind"] == "deleted", finding
                 assert finding["vm_state"] == vm_state
@@ -103,7 +104,7 @@ def test_local_delete_leaves_real_guest_reported_deleted_then_unknown(
                 assert harness.archive_deleted_rows() == 1
                 assert nova.find_server(uuid, deleted="1") is None
 
-                _done, found = audit(conf, "lvhost", QEMU, expect=(EXIT_FOUND,))
+                _done, found = audit(conf, "lvhost", QEMU, expect=(exits.FOUND,))
                 finding = found[uuid]
                 assert finding["kind"] == "unknown", finding
                 assert finding["nova_host"] is None
@@ -198,7 +199,7 @@ def test_host1_world_misplaced_protected_foreign_lost(
     before = hashlib.sha256(world_file.read_bytes()).hexdigest()
     conf = harness.write_cli_config(tmp_path / "host1.conf", host="host1", libvirt_uri=uri)
 
-    _done, found = audit(conf, "host1", uri, expect=(EXIT_FOUND,))
+    _done, found = audit(conf, "host1", uri, expect=(exits.FOUND,))
 
     assert managed not in found, found.get(managed)
 
@@ -264,7 +265,7 @@ def test_host_and_libvirt_uri_read_from_the_computes_nova_conf(
     uuid = nova.boot("lvhost")["id"]
     try:
         done = harness.run_cli("audit", "--config-file", str(conf), "--format", "json")
-        assert done.returncode == EXIT_FOUND, (done.returncode, done.stdout, done.stderr)
+        assert done.returncode == exits.FOUND, (done.returncode, done.stdout, done.stderr)
         report = report_schema.valid(json.loads(done.stdout))
         assert report["host"] == "lvhost"
         found = {f["uuid"]: f for f in report["findings"]}
@@ -324,7 +325,7 @@ def test_bad_nova_credentials_or_endpoint_fail_closed(
 
     # The same guest with good credentials: it is found, so the failure above hid a finding.
     good = harness.write_cli_config(tmp_path / "good.conf", host="lvhost")
-    _, found = audit(good, "lvhost", QEMU, expect=(EXIT_FOUND,))
+    _, found = audit(good, "lvhost", QEMU, expect=(exits.FOUND,))
     assert found[unknown_qemu_guest]["kind"] == "unknown"
     assert harness.domain_state(unknown_qemu_guest) == "running"
 
@@ -367,7 +368,7 @@ def test_many_deleted_guests_are_explained_by_the_hosts_deleted_listing(
         name="host2.xml",
     )
     conf = harness.write_cli_config(tmp_path / "host2.conf", host="host2", libvirt_uri=uri)
-    _, found = audit(conf, "host2", uri, expect=(EXIT_FOUND,))
+    _, found = audit(conf, "host2", uri, expect=(exits.FOUND,))
     assert {found[u]["kind"] for u in gone} == {"deleted"}
     assert all(found[u]["nova_host"] == "host2" and found[u]["deleted_at"] for u in gone)
     assert found[never]["kind"] == "unknown"

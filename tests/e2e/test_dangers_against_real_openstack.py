@@ -29,11 +29,12 @@ import pytest
 from keystoneauth1 import session as ks_session
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import report_schema, worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 
-EXIT_FOUND, EXIT_SHARED_VOLUME = 3, 5
 #: The operator guide's page whose example is this audit's output.
 GUIDE = pathlib.Path(__file__).resolve().parents[2] / "doc" / "source" / "admin" / "audit.md"
 #: Where nothing listens: a service there is unreachable at once.
@@ -208,7 +209,7 @@ def test_the_orphan_holding_a_volume_attached_elsewhere_is_flagged_first_with_ex
     scene: dict[str, Any], tmp_path: pathlib.Path
 ) -> None:
     done = audit(scene, tmp_path, keystone_auth())
-    assert done.returncode == EXIT_SHARED_VOLUME, done.stderr
+    assert done.returncode == exits.SHARED_VOLUME, done.stderr
     assert "danger unknown" not in done.stderr
     report = report_schema.valid(json.loads(done.stdout))
     assert report["shared_volume"] is True
@@ -249,7 +250,7 @@ def test_the_agent_counts_the_danger_in_its_metric_and_exits_5(
         "run", "--once", "--config-file", str(conf),
         "--libvirt-uri", host1_world(scene, tmp_path), timeout=180,
     )  # fmt: skip
-    assert done.returncode == EXIT_SHARED_VOLUME, done.stderr
+    assert done.returncode == exits.SHARED_VOLUME, done.stderr
     samples = {
         s.labels.get("danger"): s.value
         for family in text_string_to_metric_families(metrics.read_text())
@@ -271,11 +272,11 @@ def endpoint_only() -> str:
     ("nova", "extra", "code", "dangers", "reasons"),
     [
         pytest.param(
-            keystone_auth, f"[services]\nvolume_endpoint = {NOWHERE}/v3\n", EXIT_FOUND,
+            keystone_auth, f"[services]\nvolume_endpoint = {NOWHERE}/v3\n", exits.FOUND,
             ["address-conflict", "unknown"], ["Cinder unreachable"], id="cinder-unreachable",
         ),
         pytest.param(
-            keystone_auth, f"[services]\nnetwork_endpoint = {NOWHERE}\n", EXIT_SHARED_VOLUME,
+            keystone_auth, f"[services]\nnetwork_endpoint = {NOWHERE}\n", exits.SHARED_VOLUME,
             ["shared-volume", "shared-volume", "unknown"], ["Neutron unreachable"],
             id="neutron-unreachable",
         ),
@@ -284,7 +285,7 @@ def endpoint_only() -> str:
             # none for Cinder and Neutron (Nova is named by endpoint_override).
             lambda: keystone_auth() + "valid_interfaces = internal\n"
             f"endpoint_override = {harness.NOVA_ENDPOINT}\n",
-            "", EXIT_FOUND, ["unknown", "unknown"],
+            "", exits.FOUND, ["unknown", "unknown"],
             ["Cinder: no block-storage endpoint in the service catalog",
              "Neutron: no network endpoint in the service catalog"],
             id="missing-from-the-catalog",
@@ -292,7 +293,7 @@ def endpoint_only() -> str:
         pytest.param(
             # NOTE: admin_token hands Nova's endpoint out for every service: its 404 is
             # not Cinder saying it has no such volume.
-            endpoint_only, "", EXIT_FOUND, ["unknown", "unknown"],
+            endpoint_only, "", exits.FOUND, ["unknown", "unknown"],
             ["Cinder answered GET /volumes/", "is this Cinder's endpoint?",
              "Neutron answered GET /v2.0/ports?"],
             id="endpoint-only-setup-without-service-endpoints",
@@ -343,7 +344,7 @@ def guide_example() -> list[str]:
 def test_the_guide_s_example_is_this_output(scene: dict[str, Any], tmp_path: pathlib.Path) -> None:
     """The operator guide shows the table of this audit: the same lines, up to UUIDs and figures."""
     done = audit(scene, tmp_path, keystone_auth(), "", "--format", "table", "--wide")
-    assert done.returncode == EXIT_SHARED_VOLUME, done.stderr
+    assert done.returncode == exits.SHARED_VOLUME, done.stderr
     print(done.stdout)
     starts = ("KIND ", "DANGER ", "host host1 at ", "untracked:", "memory:", "vCPUs:", "disk:")
     shown = [

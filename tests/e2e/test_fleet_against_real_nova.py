@@ -19,13 +19,14 @@ import pytest
 
 from nova_orphans.core.fleet import classify_fleet
 from nova_orphans.core.model import Domain, DomainState, Finding
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import audit as fleet
 from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_fleet import FleetNovaObserver
-from tests import report_schema, worlds
+from tests import report_schema
 from tests.e2e.test_lean_listing_against_real_nova import CountingTransport, domain
-from tests.nova_reference import reference_fleet_views
 
 pytestmark = pytest.mark.nova
 

@@ -23,11 +23,11 @@ import harness
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.nova
 
-EXIT_OK, EXIT_ERROR, EXIT_FOUND = 0, 1, 3
 COMPUTE_CONF = harness.STATE / "etc" / "compute-{host}.conf"
 
 
@@ -72,7 +72,7 @@ def write_config(tmp_path: pathlib.Path, nova_conf_of: str, extra: str = "") -> 
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == EXIT_ERROR, (done.returncode, done.stdout, done.stderr)
+    assert done.returncode == exits.ERROR, (done.returncode, done.stdout, done.stderr)
     assert not done.stdout.strip(), done.stdout
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("nova-orphans: error: identity mismatch: "), line
@@ -96,7 +96,7 @@ def history(config: pathlib.Path, uuid: str) -> list[object]:
     done = harness.run_cli(
         "history", "--config-file", str(config), "--uuid", uuid, "--format", "json"
     )
-    assert done.returncode == EXIT_OK, done.stderr
+    assert done.returncode == exits.OK, done.stderr
     return list(json.loads(done.stdout)["events"])
 
 
@@ -114,7 +114,7 @@ def test_host1s_copied_config_on_lvhosts_libvirt_is_refused_and_its_guest_keeps_
 
     for _ in range(2):
         done = run_once(config)
-        assert done.returncode == EXIT_ERROR, done.stderr
+        assert done.returncode == exits.ERROR, done.stderr
         assert (
             "ERROR nova_orphans.agent [-] IDENTITY: cycle aborted, nothing was done: identity "
             in (done.stderr)
@@ -138,7 +138,7 @@ def test_host1_typed_on_lvhost_is_refused_by_libvirt_and_compute_id(
     assert "Nova's host 'host1' is node 'host1' (fake) but libvirt qemu:///system" in line
     assert "libvirt-owner" in line and "compute-id: " in line
     done = run_once(config, "--host", "host1")
-    assert done.returncode == EXIT_ERROR
+    assert done.returncode == exits.ERROR
     assert harness.domain_state(lvhost_guest) == "running"
 
 
@@ -162,7 +162,7 @@ def test_lvhosts_config_pointing_at_another_libvirt_is_refused(
     line = one_error_line(harness.run_cli("audit", "--config-file", str(config)))
     assert "Nova's host 'lvhost' is node " in line and "(QEMU) but libvirt test://" in line
     assert "(TEST)" in line and "failed: type" in line
-    assert run_once(config).returncode == EXIT_ERROR
+    assert run_once(config).returncode == exits.ERROR
     assert harness.domain_state(lvhost_guest) == "running"
 
 
@@ -173,7 +173,7 @@ def test_lvhosts_own_config_is_verified_by_hostname_type_and_compute_id(
     check, lists them, and counts lvhost's guest as Nova's; the agent's metric says 1."""
     config = write_config(tmp_path, "lvhost")
     done = harness.run_cli("audit", "--config-file", str(config), "--format", "json")
-    assert done.returncode in (EXIT_OK, EXIT_FOUND), done.stderr
+    assert done.returncode in (exits.OK, exits.FOUND), done.stderr
     assert done.stderr == ""
     report = json.loads(done.stdout)
     identity = report["identity"]
@@ -191,5 +191,5 @@ def test_lvhosts_own_config_is_verified_by_hostname_type_and_compute_id(
     # runs beside the live agent, whose metrics are its own).
     config.write_text(config.read_text().replace("[agent]\n", "[agent]\ndry_run = true\n"))
     done = run_once(config)
-    assert done.returncode in (EXIT_OK, EXIT_FOUND), done.stderr
+    assert done.returncode in (exits.OK, exits.FOUND), done.stderr
     assert metrics(tmp_path)[("nova_orphans_identity_verified", ())] == 1

@@ -24,12 +24,12 @@ from nova_orphans import conf as config
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, Finding, NovaMetadata
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova_reference import reference_observe
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.nova_session import KeystoneTransport
 from nova_orphans.observe.nova_tracker import NovaTracker
 from nova_orphans.record.metrics import Metrics
-from tests import worlds
-from tests.nova_reference import reference_observe
 
 pytestmark = pytest.mark.nova
 

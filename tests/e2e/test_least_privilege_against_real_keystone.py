@@ -29,11 +29,12 @@ import harness
 import pytest
 import yaml
 
-from tests import report_schema, worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
+from tests import report_schema
 
 pytestmark = pytest.mark.nova
 
-EXIT_ERROR, EXIT_FOUND = 1, 3
 POLICY_FILE = harness.REPO / "nova_orphans" / "data" / "nova-policy.yaml"
 #: The copy of the shipped file nova-api enforces (taken when the stack started).
 STACK_POLICY_FILE = harness.STATE / "etc" / "nova-policy.yaml"
@@ -44,7 +45,7 @@ ROLE_RULE = "rule:nova_orphans_reader"
 REVERIFY_RULES = ("os_compute_api:servers:show", "os_compute_api:servers:migrations:index")
 #: Nova blanks the hosts of in-progress live migrations without this rule; the stack's fake
 #: driver finishes a live migration in about a second, so no test can catch one in progress
-#: (tests/unit/test_nova_observer.py covers the answer Nova gives then).
+#: (tests/unit/observe/test_nova_observer.py covers the answer Nova gives then).
 UNOBSERVABLE_RULES = ("os_compute_api:servers:migrations:index:host",)
 #: What a finding says that comes from Nova and libvirt alone (the dangers also ask Cinder and
 #: Neutron, which the admin token's audit finds in no catalog).
@@ -244,7 +245,7 @@ def audit_host2(
 
 def nova_findings(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     """Each finding's Nova and libvirt fields, by UUID, from a valid JSON report."""
-    assert done.returncode == EXIT_FOUND, (done.returncode, done.stderr[-2000:])
+    assert done.returncode == exits.FOUND, (done.returncode, done.stderr[-2000:])
     report = report_schema.valid(json.loads(done.stdout))
     return {f["uuid"]: {k: f.get(k) for k in NOVA_FIELDS} for f in report["findings"]}
 
@@ -349,7 +350,7 @@ def test_audit_without_one_rule_fails_closed_naming_it(
 ) -> None:
     without_rule(rule)
     done = audit_host2(tmp_path, scene, password_auth(keystone))
-    assert done.returncode == EXIT_ERROR, (done.returncode, done.stdout[-1000:], done.stderr)
+    assert done.returncode == exits.ERROR, (done.returncode, done.stdout[-1000:], done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("nova-orphans: "), lines[0]

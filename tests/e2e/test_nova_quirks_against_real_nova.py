@@ -16,11 +16,10 @@ from typing import Any
 import harness
 import pytest
 
-from tests import worlds
+from nova_orphans import exits
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.nova
-
-EXIT_ERROR, EXIT_FOUND = 1, 3
 
 
 def nova_domain(uuid: str, name: str) -> str:
@@ -44,7 +43,7 @@ def crowded_host1(nova_stack: harness.Nova) -> Any:
 
 def audit_findings(conf: pathlib.Path, uri: str, host: str = "host1") -> dict[str, dict[str, Any]]:
     done = harness.run_audit(conf, host, uri)
-    assert done.returncode == EXIT_FOUND, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert done.returncode == exits.FOUND, (done.returncode, done.stdout[-2000:], done.stderr)
     return {f["uuid"]: f for f in json.loads(done.stdout)["findings"]}
 
 
@@ -107,7 +106,7 @@ def cell2_server(nova_stack: harness.Nova) -> Any:
 
 
 def assert_one_line_naming_the_cell(done: Any) -> None:
-    assert done.returncode == EXIT_ERROR, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert done.returncode == exits.ERROR, (done.returncode, done.stdout[-2000:], done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "Nova could not reach a cell" in lines[0], lines[0]

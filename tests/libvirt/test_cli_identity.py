@@ -12,10 +12,10 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
-from nova_orphans.demo.simnova import SimulatedNova
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_audit_of_the_wrong_host_exits_1_with_one_line_naming_both(cloud, capsys
     config, uri, _ = cloud
     code = cli.main(["audit", "--config-file", config, "--host", host, "--libvirt-uri", uri])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith("nova-orphans: error: identity mismatch: ")
@@ -62,7 +62,7 @@ def test_audit_of_the_right_host_says_which_checks_passed(cloud, capsys):
     config, uri, uuid = cloud
     code = cli.main(["audit", "--config-file", config, "--host", "cmp-1", "--libvirt-uri", uri])
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert err == ""
     assert "identity verified: Nova's host 'cmp-1'" in out
     assert "passed: hostname, type; skipped: compute-id" in out
@@ -81,7 +81,7 @@ def test_audit_of_a_fake_driver_host_reports_under_one_warning_line(tmp_path, ca
     argv = ["audit", "--config-file", str(config), "--host", "fake-1", "--libvirt-uri", uri]
     code = cli.main(argv)
     out, err = capsys.readouterr()
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     (line,) = err.strip().splitlines()
     assert line.startswith("nova-orphans: warning: identity not proven: Nova's host 'fake-1'")
     assert "its 'fake' driver: no hypervisor to compare" in line

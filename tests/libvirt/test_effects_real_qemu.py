@@ -20,8 +20,8 @@ import pytest
 from nova_orphans import cli
 from nova_orphans.act import live, manifest, quarantine
 from nova_orphans.act.effects import EffectError
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import QuarantineEntry
-from tests import worlds
 
 pytestmark = pytest.mark.libvirtd
 
@@ -417,7 +417,7 @@ def test_restore_works_from_the_manifest_when_the_journal_is_lost(
     # NOTE: restore asks Nova first (docs/design.md rule 13); this Nova has no record of
     # the guest, so the restore may start it.
     from nova_orphans.cli import journal as cli_journal
-    from nova_orphans.demo.simnova import SimulatedNova
+    from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
     nova.add_compute("cmp-1")

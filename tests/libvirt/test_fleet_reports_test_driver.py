@@ -16,15 +16,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Kind
-from nova_orphans.demo.simnova import Fault, SimulatedNova
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fleet import reports
-from tests import report_schema, worlds
+from tests import report_schema
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"
 HOSTS = ("cmp-1", "cmp-2", "cmp-3")
@@ -81,7 +82,7 @@ class Cloud:
             patch.setattr("sys.stdout", out)
             argv = ["audit", "--format", "json", "--config-file", str(self.config(host, domains,
                     proven=proven))]  # fmt: skip
-            assert cli.main(argv) in (cli.EXIT_OK, cli.EXIT_FOUND)
+            assert cli.main(argv) in (exits.OK, exits.FOUND)
         (self.reports / (name or f"{host}.json")).write_text(out.getvalue())
         return json.loads(out.getvalue())
 
@@ -137,7 +138,7 @@ def test_a_clean_fleet_exits_0_after_one_nova_request(cloud: Cloud, capsys) -> N
     for host in HOSTS:
         cloud.audit(host, healthy(cloud, host))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert err == ""
     assert document["split_brain"] == [] and document["summary"]["trusted"] == 3
     assert document["summary"]["nova_requests"] == 1 == cloud.nova.request_count
@@ -149,7 +150,7 @@ def test_one_uuid_running_on_two_hosts_is_split_brain_after_three_requests(cloud
     cloud.audit("cmp-2", [*healthy(cloud, "cmp-2"), domain(SPLIT)])
     cloud.audit("cmp-3", healthy(cloud, "cmp-3"))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     (split,) = document["split_brain"]
     assert split["uuid"] == SPLIT and split["running_on"] == ["cmp-1", "cmp-2"]
     assert "Nova places it on cmp-1" in split["reason"]
@@ -170,7 +171,7 @@ def test_a_live_migration_between_the_reports_is_not_split_brain(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=1)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []
     (moved,) = document["moved_between_reports"]
     assert moved["uuid"] == SPLIT and "live-migration cmp-1->cmp-2 completed" in moved["reason"]
@@ -183,7 +184,7 @@ def test_a_paused_copy_in_flight_is_a_duplicate_not_split_brain(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT, "paused")])
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []
     assert [d["uuid"] for d in document["duplicates"]] == [SPLIT]
 
@@ -194,7 +195,7 @@ def test_a_stale_report_never_creates_split_brain_and_exits_1(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=120)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys, "--reports", str(cloud.reports), "--max-age", "3600")
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 stale" in one_line(err)
     assert document["split_brain"] == []
     assert by_host(document)["cmp-2"]["status"] == "stale"
@@ -207,7 +208,7 @@ def test_an_unproven_identity_is_reported_unreliable_not_merged(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)], proven=False)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 unreliable" in one_line(err)
     assert document["split_brain"] == []
     assert "identity unproven" in by_host(document)["cmp-2"]["notes"][0]
@@ -217,7 +218,7 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
     cloud.audit("cmp-1", [])
     cloud.audit("cmp-2", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-3 missing" in one_line(err)
     assert by_host(document)["cmp-3"] | {"notes": None} == {
         "host": "cmp-3",
@@ -239,7 +240,7 @@ def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys):
     (cloud.reports / "cmp-2.json").unlink(missing_ok=True)
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["split_brain"] == []  # the older report's copy is not counted
     cmp2 = by_host(document)["cmp-2"]
     assert cmp2["report"]["source"] == "cmp-2-new.json"
@@ -254,7 +255,7 @@ def test_reports_on_stdin_merge_like_a_directory(cloud, capsys, monkeypatch):
     stream = "".join(p.read_text() for p in sorted(cloud.reports.iterdir()))
     monkeypatch.setattr("sys.stdin", io.StringIO(stream))
     code, document, err = cloud.fleet(capsys, "--reports", "-")
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     assert [s["uuid"] for s in document["split_brain"]] == [SPLIT]
     assert {h["report"]["source"] for h in document["hosts"]} == {
         "stdin #1",
@@ -289,7 +290,7 @@ def test_a_bad_report_file_is_named_and_exits_1(cloud, capsys, name, text, words
         cloud.audit(host, [])
     (cloud.reports / name).write_text(text)
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert words in one_line(err)
     assert [u["source"] for u in document["unreadable"]] == [name]
     assert document["summary"]["trusted"] == 3
@@ -302,7 +303,7 @@ def test_a_report_lacking_the_domains_is_its_host_unreadable(cloud, capsys):
     del old["domains"]
     (cloud.reports / "cmp-2.json").write_text(json.dumps(old))
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-2 unreadable" in one_line(err)
     assert "no 'domains' list" in by_host(document)["cmp-2"]["notes"][1]
 
@@ -326,7 +327,7 @@ def test_usage_errors_exit_2_with_one_line_and_ask_nova_nothing(cloud, capsys, a
     empty.mkdir()
     argv = [a.format(empty=empty, missing=cloud.tmp / "nope") for a in argv]
     code, document, err = cloud.fleet(capsys, *argv, own_reports=False)
-    assert code == cli.EXIT_USAGE
+    assert code == exits.USAGE
     assert words in one_line(err)
     assert document == {} and cloud.nova.request_count == 0
 
@@ -336,9 +337,9 @@ def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
     on the command line writes none."""
     config = cloud.config("cmp-1", [*healthy(cloud, "cmp-1"), domain(SPLIT)])
     written = cloud.reports / "cmp-1.json"
-    assert cli.main(["run", "--once", "--dry-run", "--config-file", str(config)]) == cli.EXIT_FOUND
+    assert cli.main(["run", "--once", "--dry-run", "--config-file", str(config)]) == exits.FOUND
     assert not written.exists()
-    assert cli.main(["run", "--once", "--config-file", str(config)]) == cli.EXIT_FOUND
+    assert cli.main(["run", "--once", "--config-file", str(config)]) == exits.FOUND
     report = json.loads(written.read_text())
     assert report["identity"]["state"] == "verified"
     assert SPLIT in {d["uuid"] for d in report["domains"]}
@@ -346,7 +347,7 @@ def test_the_agent_writes_its_report_for_the_fleet_after_a_cycle(cloud, capsys):
     cloud.audit("cmp-2", [domain(SPLIT)])
     cloud.audit("cmp-3", [])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     assert [s["running_on"] for s in document["split_brain"]] == [["cmp-1", "cmp-2"]]
 
 
@@ -355,7 +356,7 @@ def test_nova_failing_is_one_line_exit_1_and_nothing_concluded(cloud, capsys):
         cloud.audit(host, [])
     cloud.nova.inject(Fault.SERVER_ERROR, times=10, path="/os-services")
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert document == {}
     assert "os-services" in one_line(err)
 
@@ -414,7 +415,7 @@ def test_a_report_dated_ahead_cannot_hide_a_hosts_real_orphan(cloud, capsys):
     forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=25, findings=[], domains=[])
     before = snapshot(cloud.reports)
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     line = one_line(err)
     assert "cmp-1 unreliable (cmp-1-forged.json is dated" in line
     assert "s ahead of this host's clock (more than the 60 s allowed" in line
@@ -428,7 +429,7 @@ def test_two_current_reports_of_one_host_that_disagree_are_flagged_not_merged(cl
     orphan_on_cmp_1(cloud)
     forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=0, findings=[], domains=[])
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-1 unreliable (2 reports of this host within the max age disagree" in (one_line(err))
     assert by_host(document)["cmp-1"]["findings"] is None
 
@@ -443,7 +444,7 @@ def test_a_report_for_a_host_nova_does_not_know_is_flagged_not_merged(cloud, cap
     cloud.audit("cmp-3", [])
     forge(cloud, "cmp-1", "cmp-9.json", minutes_ahead=0, host="cmp-9")
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert "cmp-9 unreliable (no nova-compute service of Nova runs on this host" in (one_line(err))
     assert document["split_brain"] == []
     cmp9 = by_host(document)["cmp-9"]
@@ -459,7 +460,7 @@ def test_a_report_larger_than_the_cap_is_not_read(cloud, capsys):
     path.write_text(path.read_text() + " " * reports.REPORT_MAX_BYTES)
     before = snapshot(cloud.reports)
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_ERROR
+    assert code == exits.ERROR
     assert f"cmp-2.json unreadable (larger than {reports.REPORT_MAX_BYTES} bytes" in (one_line(err))
     assert [u["source"] for u in document["unreadable"]] == ["cmp-2.json"]
     assert by_host(document)["cmp-2"]["status"] == "missing"
@@ -474,7 +475,7 @@ def test_a_fifo_or_device_among_the_reports_is_never_read(cloud, capsys):
     os.mkfifo(cloud.reports / "fifo.json")
     (cloud.reports / "zero.json").symlink_to("/dev/zero")
     code, document, err = cloud.fleet(capsys)
-    assert code == cli.EXIT_OK, err
+    assert code == exits.OK, err
     assert document["summary"]["trusted"] == 3
 
 
@@ -493,7 +494,7 @@ def test_control_characters_of_a_report_are_escaped_in_the_table_exact_in_json(c
     }
     forge(cloud, "cmp-2", "cmp-2.json", minutes_ahead=0, findings=[hostile])
     code, document, _ = cloud.fleet(capsys)
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     (finding,) = by_host(document)["cmp-2"]["findings"]
     assert (finding["name"], finding["reason"]) == (hostile["name"], hostile["reason"])
     text = "\n".join(fleet_table(cloud, capsys))

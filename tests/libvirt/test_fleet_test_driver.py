@@ -13,17 +13,18 @@ from typing import NoReturn
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans import conf as config
 from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Domain, Kind
-from nova_orphans.demo.simnova import Fault, SimulatedNova
-from nova_orphans.fleet import render
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.observe.errors import NovaError
-from tests import report_schema, worlds
+from nova_orphans.render import fleet as render
+from tests import report_schema
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 SPLIT = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -124,7 +125,7 @@ def test_one_guest_running_on_two_hosts_is_split_brain_on_both_and_listed_first(
     ]
     assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
     assert "Nova places it on cmp-1" in (result.hosts[1].findings or [])[0].reason
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_FOUND
+    assert fleet_cli.exit_code(result) == exits.FOUND
 
 
 def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_reported(
@@ -135,7 +136,7 @@ def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_repo
     down = next(h for h in result.hosts if h.host == "cmp-3")
     assert down.findings is None and "cmp-3.xml" in (down.error or "")
     assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    assert fleet_cli.exit_code(result) == exits.ERROR
     table = render.render_table(result, wide=True)
     assert "== cmp-3" in table and "UNREACHABLE" in table
     assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
@@ -239,7 +240,7 @@ def test_a_scan_that_hangs_is_reported_as_timed_out_and_does_not_hold_the_others
     # The guest also runs on cmp-2, which could not be read: cmp-1 is judged alone,
     # and Nova runs that guest on cmp-1.
     assert kinds(result, "cmp-1") == [(Kind.DELETED, DELETED), (Kind.UNKNOWN, UNKNOWN)]
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    assert fleet_cli.exit_code(result) == exits.ERROR
 
 
 def test_scan_results_keep_the_order_of_the_hosts_given(tmp_path: pathlib.Path) -> None:
@@ -274,7 +275,7 @@ def test_a_healthy_fleet_exits_zero_with_a_summary_line(tmp_path: pathlib.Path) 
     fleet.managed("cmp-1", 2)
     fleet.managed("cmp-2", 2)
     result = fleet.audit()
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_OK
+    assert fleet_cli.exit_code(result) == exits.OK
     # the hosts, a plain listing of each, the host filter probe, every cell
     assert render.render_table(result).splitlines()[-1] == (
         f"fleet at {NOW.isoformat()}: 2 hosts, 2 audited; no findings; 5 Nova requests"
@@ -366,7 +367,7 @@ def test_a_service_host_that_is_no_host_name_gets_no_uri_and_is_unreachable(
     assert opened == ["qemu+ssh://cmp-1/system"]
     assert sorted(h.host for h in result.unreachable) == sorted(HOSTILE_HOSTS)
     assert all("is not a host name" in (h.error or "") for h in result.unreachable)
-    assert fleet_cli.exit_code(result) == fleet_cli.EXIT_ERROR
+    assert fleet_cli.exit_code(result) == exits.ERROR
     text = render.render_table(result, wide=True)
     assert "\x1b" not in text and "\u202e" not in text
     assert "cmp-\\x1b]0;X\\x07" in text and "cmp-\\u202e9" in text

@@ -28,7 +28,7 @@ import pytest
 
 from nova_orphans.act import live, manifest
 from nova_orphans.act.effects import EffectError
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.libvirtd
 

@@ -14,8 +14,8 @@ import libvirt
 import pytest
 
 from nova_orphans.core import model
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
-from tests import worlds
 
 pytestmark = pytest.mark.libvirtd
 

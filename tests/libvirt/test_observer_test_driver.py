@@ -10,8 +10,8 @@ import libvirt
 import pytest
 
 from nova_orphans.core import model
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import errors, hypervisor
-from tests import worlds
 
 NS11 = worlds.NOVA_NS_1_1
 NS10 = worlds.NOVA_NS_1_0

@@ -9,8 +9,8 @@ from typing import Any
 import libvirt
 
 from nova_orphans.core import model
+from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
-from tests import worlds
 
 RUNNING = "00000000-0000-4000-8000-0000000000a1"
 STOPPED = "00000000-0000-4000-8000-0000000000a2"

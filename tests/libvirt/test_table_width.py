@@ -14,10 +14,11 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli, table
+from nova_orphans import cli, exits
 from nova_orphans.core.model import Kind
-from nova_orphans.fleet import render
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.render import fleet as render
+from nova_orphans.render import table
 from tests.libvirt.test_fleet_reports_test_driver import SPLIT, Cloud, cloud, domain, healthy
 from tests.libvirt.test_fleet_test_driver import Fleet, fleet
 
@@ -50,7 +51,7 @@ def rows(lines: list[str]) -> list[str]:
 
 
 def test_the_audit_table_fits_with_a_header_and_wide_shows_every_reason(capsys) -> None:
-    shared_volume = cli.EXIT_SHARED_VOLUME  # the demo has one
+    shared_volume = exits.SHARED_VOLUME  # the demo has one
     findings = json.loads(run(capsys, "demo", "--format", "json", code=shared_volume))["findings"]
     lines = fits(run(capsys, "demo", code=shared_volume))
     assert lines[0].split() == FINDING_HEADER

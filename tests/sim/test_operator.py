@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 
 import nova_orphans.agent as agent_module
+from nova_orphans import audit, config_check
 from nova_orphans import conf as config
-from nova_orphans import config_check, pipeline
 from nova_orphans.act import restore as restore_module
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import identity
@@ -20,7 +20,7 @@ from nova_orphans.core.holds import Hold
 from nova_orphans.core.policy import Policy
 from nova_orphans.record import lock
 from nova_orphans.record.journal import Journal
-from nova_orphans.sim import checks, operator, runner
+from nova_orphans.sim import checks, operator, trial
 from nova_orphans.sim.cloud import OTHER
 from nova_orphans.sim.generate import FAULT_NAMES, Generator
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
@@ -28,7 +28,7 @@ from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 @pytest.fixture(autouse=True)
 def _quiet() -> None:
-    runner.quiet()
+    trial.quiet()
 
 
 def history(setup: Setup, *steps: Event | Cycle) -> History:
@@ -39,7 +39,7 @@ def cycles(first: int, last: int, interval: float = 60.0) -> tuple[Cycle, ...]:
     return tuple(Cycle(k * interval) for k in range(first, last + 1))
 
 
-def invariants(result: runner.Result) -> set[str]:
+def invariants(result: trial.Result) -> set[str]:
     return {v.invariant for v in result.violations}
 
 
@@ -53,7 +53,7 @@ def identity_always_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     def verified(hypervisor, nova, host, compute_id_dirs):  # type: ignore[no-untyped-def]
         return identity.Verdict(host, identity.State.VERIFIED, (), "not checked")
 
-    monkeypatch.setattr(pipeline, "check_identity", verified)
+    monkeypatch.setattr(audit, "check_identity", verified)
     monkeypatch.setattr(decide_module, "_brake", lambda *args: None)
 
 
@@ -81,7 +81,7 @@ WRONG_LIBVIRT = history(
 
 
 def test_an_agent_configured_as_the_other_compute_acts_on_nothing():
-    result = runner.replay(WRONG_HOST)
+    result = trial.replay(WRONG_HOST)
     assert result.violations == []
     assert result.counters.identity_refused == 4
     assert result.counters.stops == result.counters.reaps == 0
@@ -89,20 +89,20 @@ def test_an_agent_configured_as_the_other_compute_acts_on_nothing():
 
 def test_without_the_identity_check_a_wrong_host_reaps_healthy_guests(monkeypatch):
     identity_always_passes(monkeypatch)
-    found = runner.replay(WRONG_HOST).violations
+    found = trial.replay(WRONG_HOST).violations
     safety = [v for v in found if v.invariant == checks.SAFETY]
     assert safety and "while Nova still manages it (cmp-1)" in safety[0].detail
 
 
 def test_an_agent_reading_the_other_computes_libvirt_acts_on_nothing():
-    result = runner.replay(WRONG_LIBVIRT)
+    result = trial.replay(WRONG_LIBVIRT)
     assert result.violations == []
     assert result.counters.identity_refused == 4
 
 
 def test_without_the_identity_check_a_wrong_libvirt_is_judged_on_the_true_host(monkeypatch):
     identity_always_passes(monkeypatch)
-    found = runner.replay(WRONG_LIBVIRT).violations
+    found = trial.replay(WRONG_LIBVIRT).violations
     assert checks.SAFETY in {v.invariant for v in found}
     assert any("(cmp-2)" in v.detail for v in found)
 
@@ -118,7 +118,7 @@ def test_liveness_excuses_the_cycles_refused_for_identity_and_resumes_when_corre
         Event(400.0, "config", "", "right"),
         *cycles(7, 9),
     )
-    result = runner.replay(history(setup, *steps))
+    result = trial.replay(history(setup, *steps))
     assert result.violations == []
     assert result.counters.identity_refused == 6
     assert result.counters.stops == 1
@@ -140,7 +140,7 @@ TYPO = history(
 
 
 def test_a_typod_config_is_refused_and_no_agent_runs_until_it_is_right():
-    result = runner.replay(TYPO)
+    result = trial.replay(TYPO)
     assert result.violations == []
     assert result.counters.configs_refused == 1
     assert result.counters.cycles_not_running == 7
@@ -155,7 +155,7 @@ def test_every_typo_the_operator_makes_is_refused_by_the_loader(typo, tmp_path):
 
 def test_a_loader_that_ignores_unknown_keys_breaks_the_config_invariant(monkeypatch):
     monkeypatch.setattr(config_check.ConfigFiles, "check_keys", lambda self, groups: None)
-    found = runner.replay(TYPO).violations
+    found = trial.replay(TYPO).violations
     assert checks.CONFIG in {v.invariant for v in found}
     assert "typo 'dryrun' loaded" in next(v for v in found if v.invariant == checks.CONFIG).detail
 
@@ -169,7 +169,7 @@ def test_a_loader_that_misreads_a_value_breaks_the_config_invariant(monkeypatch)
 
     monkeypatch.setattr(config, "policy", half_the_grace)
     setup = Setup(interval=60.0, grace_period=600.0, actions=(("deleted", "stop"),))
-    found = runner.replay(history(setup, Event(1.0, "boot_here", "s1"), Cycle(60.0))).violations
+    found = trial.replay(history(setup, Event(1.0, "boot_here", "s1"), Cycle(60.0))).violations
     assert [v.invariant for v in found] == [checks.CONFIG]
 
 
@@ -189,7 +189,7 @@ BESIDE = history(
 
 
 def test_dry_runs_beside_the_live_agent_change_nothing_and_a_second_agent_is_refused():
-    result = runner.replay(BESIDE)
+    result = trial.replay(BESIDE)
     assert result.violations == []
     assert result.counters.dry_runs_beside == 2
     assert result.counters.second_agents_refused == 1
@@ -211,12 +211,12 @@ def test_a_dry_run_on_the_live_journal_breaks_the_dry_run_apart_invariant(monkey
         return dataclasses.replace(real(conf), dry_run_journal=real(conf).journal)
 
     monkeypatch.setattr(config, "state_paths", shared)
-    assert checks.DRY_APART in invariants(runner.replay(BESIDE))
+    assert checks.DRY_APART in invariants(trial.replay(BESIDE))
 
 
 def test_a_journal_without_its_lock_breaks_the_one_agent_invariant(monkeypatch):
     no_lock(monkeypatch)
-    assert checks.LOCK in invariants(runner.replay(BESIDE))
+    assert checks.LOCK in invariants(trial.replay(BESIDE))
 
 
 # --- wall-clock steps ------------------------------------------------------------------------
@@ -235,14 +235,14 @@ CLOCK = history(
 
 
 def test_a_clock_stepped_forward_does_not_shorten_the_grace():
-    result = runner.replay(CLOCK)
+    result = trial.replay(CLOCK)
     assert result.violations == []
     assert result.counters.clock_steps == 1 and result.counters.stops == 1
 
 
 def test_a_decider_that_counts_only_wall_clock_breaks_the_time_invariant(monkeypatch):
     monkeypatch.setattr(Policy, "cycles_for", lambda self, seconds: 0)
-    found = runner.replay(CLOCK).violations
+    found = trial.replay(CLOCK).violations
     assert checks.TIME in {v.invariant for v in found}
     assert "stop of s2 (misplaced)" in next(v for v in found if v.invariant == checks.TIME).detail
 
@@ -256,7 +256,7 @@ def test_a_clock_stepped_back_delays_the_agent_without_a_liveness_violation():
         Event(4.0, "clock", "", "-600"),
         *cycles(1, 16),
     )
-    result = runner.replay(history(setup, *steps))
+    result = trial.replay(history(setup, *steps))
     assert result.violations == []
     assert result.counters.stops == 1
 
@@ -279,14 +279,14 @@ def test_every_operator_fault_is_generated_and_each_can_be_excluded():
     seen: set[str] = set()
     for index in range(80):
         generator = Generator(7, index, 25)
-        result = runner.run_generated(7, index)
+        result = trial.run_generated(7, index)
         seen |= operator_steps(result.history.steps)
         assert generator.setup == result.history.setup
     assert seen == {"config", "dry_run", "second_agent", "clock", "release", "virsh_start",
                     "restore-start"}  # fmt: skip
     without = frozenset(OPERATOR_FAULTS)
     for index in range(20):
-        steps = runner.run_generated(7, index, exclude=without).history.steps
+        steps = trial.run_generated(7, index, exclude=without).history.steps
         assert operator_steps(steps) == set()
 
 
@@ -296,10 +296,10 @@ def test_an_operator_history_is_reproduced_by_its_seed_and_index():
         for i in range(60)
         if any(
             isinstance(s, Event) and s.op == "config"
-            for s in runner.run_generated(7, i).history.steps
+            for s in trial.run_generated(7, i).history.steps
         )
     )
-    first, second = runner.run_generated(7, index), runner.run_generated(7, index)
+    first, second = trial.run_generated(7, index), trial.run_generated(7, index)
     assert first.history == second.history and first.counters == second.counters
 
 
@@ -330,21 +330,21 @@ PURGE_AFTER_A_FORWARD_STEP = history(
 
 
 def test_a_clock_stepped_forward_before_the_first_sighting_does_not_shorten_a_deleted_grace():
-    assert invariants(runner.replay(DELETED_AFTER_A_FORWARD_STEP)) == set()
+    assert invariants(trial.replay(DELETED_AFTER_A_FORWARD_STEP)) == set()
 
 
 def test_a_clock_stepped_forward_does_not_purge_a_quarantine_early():
-    assert invariants(runner.replay(PURGE_AFTER_A_FORWARD_STEP)) == set()
+    assert invariants(trial.replay(PURGE_AFTER_A_FORWARD_STEP)) == set()
 
 
 def test_a_purge_that_counts_only_wall_clock_breaks_the_restore_invariant(monkeypatch):
     monkeypatch.setattr(Policy, "cycles_for", lambda self, seconds: 0)
-    assert checks.RESTORE in invariants(runner.replay(PURGE_AFTER_A_FORWARD_STEP))
+    assert checks.RESTORE in invariants(trial.replay(PURGE_AFTER_A_FORWARD_STEP))
 
 
 def test_a_grace_that_counts_only_wall_clock_breaks_the_time_invariant(monkeypatch):
     monkeypatch.setattr(Policy, "cycles_for", lambda self, seconds: 0)
-    assert checks.TIME in invariants(runner.replay(DELETED_AFTER_A_FORWARD_STEP))
+    assert checks.TIME in invariants(trial.replay(DELETED_AFTER_A_FORWARD_STEP))
 
 
 # --- the operator's decision: virsh start, restore, release ----------------------------------
@@ -362,7 +362,7 @@ STARTED_BY_HAND = history(
 
 
 def test_a_guest_the_operator_started_again_is_held_and_left_alone():
-    result = runner.replay(STARTED_BY_HAND)
+    result = trial.replay(STARTED_BY_HAND)
     assert result.violations == []
     assert result.counters.stops == 1
 
@@ -371,14 +371,14 @@ def test_once_released_the_guest_is_an_orphan_again():
     released = dataclasses.replace(
         STARTED_BY_HAND, steps=(*STARTED_BY_HAND.steps, Event(301.0, "release"), *cycles(6, 8))
     )
-    result = runner.replay(released)
+    result = trial.replay(released)
     assert result.violations == []
     assert result.counters.releases == 1 and result.counters.stops == 2
 
 
 def test_an_agent_that_ignores_the_operators_start_breaks_the_hold_invariant(monkeypatch):
     monkeypatch.setattr(agent_module, "started_by_someone_else", lambda *args: {})
-    found = runner.replay(STARTED_BY_HAND).violations
+    found = trial.replay(STARTED_BY_HAND).violations
     assert [v.invariant for v in found] == [checks.HOLD]
     assert "stop of s2, on hold" in found[0].detail
 
@@ -398,7 +398,7 @@ RESTORE_WHILE_NOVA_RUNS_IT = history(
 
 
 def test_restore_start_of_a_server_nova_runs_is_refused_and_a_plain_restore_is_held():
-    result = runner.replay(RESTORE_WHILE_NOVA_RUNS_IT)
+    result = trial.replay(RESTORE_WHILE_NOVA_RUNS_IT)
     assert result.violations == []
     assert result.counters.restores_refused == 1 and result.counters.restores == 1
     assert result.counters.reaps == 1  # the restored guest is held: not reaped again
@@ -411,11 +411,11 @@ def test_a_restore_that_does_not_ask_nova_breaks_the_single_copy_invariant(monke
         return real(uuid, None, None, **kwargs)
 
     monkeypatch.setattr(restore_module, "restore_verdict", never_asks)
-    assert checks.SINGLE_COPY in invariants(runner.replay(RESTORE_WHILE_NOVA_RUNS_IT))
+    assert checks.SINGLE_COPY in invariants(trial.replay(RESTORE_WHILE_NOVA_RUNS_IT))
 
 
 def test_a_restore_that_puts_no_hold_breaks_the_hold_invariant(monkeypatch):
     monkeypatch.setattr(Journal, "hold", lambda self, uuid, reason, now: Hold(uuid, now, reason))
     monkeypatch.setattr(Journal, "hold_of", lambda self, uuid: None)
     monkeypatch.setattr(Journal, "holds", lambda self: {})
-    assert checks.HOLD in invariants(runner.replay(RESTORE_WHILE_NOVA_RUNS_IT))
+    assert checks.HOLD in invariants(trial.replay(RESTORE_WHILE_NOVA_RUNS_IT))

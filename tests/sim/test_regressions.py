@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from nova_orphans.sim import checks, runner
+from nova_orphans.sim import checks, trial
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 
 @pytest.fixture(autouse=True)
 def _quiet() -> None:
-    runner.quiet()
+    trial.quiet()
 
 
 def invariants(history: History) -> set[str]:
-    return {v.invariant for v in runner.replay(history).violations}
+    return {v.invariant for v in trial.replay(history).violations}
 
 
 def test_seed_1_index_392_a_failed_file_move_leaves_the_reaped_guest_restorable():
@@ -90,7 +90,7 @@ def test_post_migrating_source_with_one_empty_migration_listing_is_left_alone():
             Cycle(at=60.0, nova_faults=((3, "empty"),)),
         ),
     )
-    result = runner.replay(history)
+    result = trial.replay(history)
     assert result.violations == []
     assert result.counters.skipped == 1
 
@@ -299,6 +299,6 @@ def test_seed_7_index_858_a_delete_and_archive_between_cycles_excuses_until_the_
             *(Cycle(at=60.0 * n) for n in range(2, 11)),
         ),
     )
-    result = runner.replay(history)
+    result = trial.replay(history)
     assert {v.invariant for v in result.violations} == set()
     assert result.counters.stops == 1

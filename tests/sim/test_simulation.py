@@ -16,14 +16,14 @@ from nova_orphans.act.actuator import Actuator
 from nova_orphans.act.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
-from nova_orphans.demo.simhost import SimulatedEffects
+from nova_orphans.fakes.host import SimulatedEffects
 from nova_orphans.observe import nova as nova_module
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Journal
-from nova_orphans.sim import checks, runner
+from nova_orphans.sim import checks, trial
 from nova_orphans.sim.cloud import Cloud
 from nova_orphans.sim.generate import Generator
-from nova_orphans.sim.run import OPERATOR_OPS, Counters
+from nova_orphans.sim.play import OPERATOR_OPS, Counters
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 CI_HISTORIES = 1000
@@ -35,13 +35,13 @@ KNOWN_GAPS: frozenset[str] = frozenset()
 
 @pytest.fixture(autouse=True)
 def _quiet() -> None:
-    runner.quiet()
+    trial.quiet()
 
 
 def _play(index: int) -> tuple[Counters, list[str]]:
-    runner.quiet()
-    result = runner.run_generated(CI_SEED, index, exclude=KNOWN_GAPS)
-    return result.counters, list(runner.describe(result, None)) if result.failed else []
+    trial.quiet()
+    result = trial.run_generated(CI_SEED, index, exclude=KNOWN_GAPS)
+    return result.counters, list(trial.describe(result, None)) if result.failed else []
 
 
 def test_a_thousand_histories_keep_every_invariant():
@@ -63,16 +63,16 @@ def test_a_thousand_histories_keep_every_invariant():
 
 
 def test_a_history_is_reproduced_exactly_by_its_seed_and_index():
-    first, second = runner.run_generated(5, 17), runner.run_generated(5, 17)
+    first, second = trial.run_generated(5, 17), trial.run_generated(5, 17)
     assert first.history == second.history
     assert first.counters == second.counters
 
 
 def test_a_history_saved_as_json_replays_identically():
-    result = runner.run_generated(5, 18)
+    result = trial.run_generated(5, 18)
     again = History.from_json(result.history.to_json())
     assert again == result.history
-    assert runner.replay(again).counters == result.counters
+    assert trial.replay(again).counters == result.counters
 
 
 def test_the_shrinker_keeps_only_the_steps_the_failure_needs():
@@ -82,7 +82,7 @@ def test_the_shrinker_keeps_only_the_steps_the_failure_needs():
     def still_fails(h: History) -> bool:
         return needed <= {int(s.at) for s in h.steps}
 
-    assert {int(s.at) for s in runner.shrink(history, still_fails).steps} == needed
+    assert {int(s.at) for s in trial.shrink(history, still_fails).steps} == needed
 
 
 def test_the_minimal_replay_keeps_the_same_guest_failing(monkeypatch: pytest.MonkeyPatch):
@@ -90,15 +90,15 @@ def test_the_minimal_replay_keeps_the_same_guest_failing(monkeypatch: pytest.Mon
     # replay" showed that other, spurious failure instead of the one found.
     history = History(1, 1, Setup(), tuple(Event(float(i), "archive") for i in range(20)))
 
-    def replay(h: History) -> runner.Result:
+    def replay(h: History) -> trial.Result:
         ats = {int(s.at) for s in h.steps}
         late = ["s1" if {3, 11} <= ats else "s10"] + (["s12"] if len(ats) < 3 else [])
         found = [checks.Violation(checks.LIVENESS, 0, f"{g} (unknown) late") for g in late]
-        return runner.Result(h, Counters(), found)
+        return trial.Result(h, Counters(), found)
 
-    monkeypatch.setattr(runner, "replay", replay)
-    found = runner.Result(history, Counters(), replay(history).violations)
-    assert {int(s.at) for s in runner.minimal(found).steps} == {3, 11}
+    monkeypatch.setattr(trial, "replay", replay)
+    found = trial.Result(history, Counters(), replay(history).violations)
+    assert {int(s.at) for s in trial.minimal(found).steps} == {3, 11}
 
 
 def test_the_shrinker_can_keep_every_cycle():
@@ -109,7 +109,7 @@ def test_the_shrinker_can_keep_every_cycle():
     def still_fails(h: History) -> bool:
         return {4, 12} <= {int(s.at) for s in h.steps}
 
-    shrunk = runner.shrink(history, still_fails, keep_cycles=True).steps
+    shrunk = trial.shrink(history, still_fails, keep_cycles=True).steps
     assert {int(s.at) for s in shrunk} == {4, 12} | set(range(1, 20, 2))
 
 
@@ -133,21 +133,21 @@ RACE = History(
 def first_violations(invariant: str, histories: int = 150) -> list[checks.Violation]:
     """Violations of ``invariant`` in the first history (of seed 3) that has any."""
     for index in range(histories):
-        found = [v for v in runner.run_generated(3, index).violations if v.invariant == invariant]
+        found = [v for v in trial.run_generated(3, index).violations if v.invariant == invariant]
         if found:
             return found
     return []
 
 
 def test_the_real_actuator_skips_a_guest_that_nova_took_back_before_the_step():
-    result = runner.replay(RACE)
+    result = trial.replay(RACE)
     assert result.violations == []
     assert result.counters.skipped == 1 and result.counters.stops == 0
 
 
 def test_an_actuator_that_skips_re_verification_breaks_the_safety_invariant(monkeypatch):
     monkeypatch.setattr(Actuator, "_changed_since", lambda self, finding: None)
-    found = runner.replay(RACE).violations
+    found = trial.replay(RACE).violations
     assert [v.invariant for v in found] == [checks.SAFETY]
     assert "stop of s2 while Nova still manages it" in found[0].detail
 
@@ -267,7 +267,7 @@ def test_a_purge_that_is_not_journaled_breaks_the_journal_invariant(monkeypatch)
 def test_histories_suspend_snapshot_clean_the_image_cache_and_purge():
     ops, purges = set(), 0
     for index in range(40):
-        result = runner.run_generated(3, index)
+        result = trial.run_generated(3, index)
         ops |= {s.op for s in result.history.steps if isinstance(s, Event)}
         purges += result.counters.purges
     assert {"suspend", "snapshot", "image_cache"} <= ops
@@ -333,7 +333,7 @@ def cell_down_history(cell_down: str) -> History:
 
 @pytest.mark.parametrize("host", ["cmp-1", "cmp-2"])
 def test_a_cycle_while_a_cell_is_down_acts_on_nothing(host):
-    result = runner.replay(cell_down_history(host))
+    result = trial.replay(cell_down_history(host))
     assert result.violations == []
     assert result.counters.cycles_aborted == 1
     # s1 and s3 are stopped (a reap's first stage) in the next cycle, once every cell answers
@@ -342,7 +342,7 @@ def test_a_cycle_while_a_cell_is_down_acts_on_nothing(host):
 
 def test_an_observer_that_ignores_down_cells_breaks_the_safety_invariant(monkeypatch):
     monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
-    found = runner.replay(cell_down_history("cmp-2")).violations
+    found = trial.replay(cell_down_history("cmp-2")).violations
     assert [v.detail for v in found if v.invariant == checks.SAFETY] == [
         "stop of s3 while its record's cell cell2 does not answer Nova"
     ]
@@ -354,18 +354,18 @@ def test_an_observer_that_ignores_the_hosts_down_cell_breaks_the_classification_
     # NOTE: the structural brake (no server here, many Nova guests) still stops the agent;
     # and the identity check (the host's node is in the down cell too) would abort the cycle
     # first, so it is taken out as well: this test is about the classification invariant.
-    from nova_orphans import pipeline
+    from nova_orphans import audit
     from nova_orphans.core import identity
 
     monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
     monkeypatch.setattr(
-        pipeline,
+        audit,
         "check_identity",
         lambda hypervisor, nova, host, dirs: identity.Verdict(
             host, identity.State.VERIFIED, (), "identity taken on trust (broken product)"
         ),
     )
-    found = runner.replay(cell_down_history("cmp-1")).violations
+    found = trial.replay(cell_down_history("cmp-1")).violations
     assert "s2 classified unknown, truly managed" in {v.detail for v in found}
 
 
@@ -388,8 +388,8 @@ def short_pages_history(max_limit: int) -> History:
 
 @pytest.mark.parametrize("max_limit", [1, 2])
 def test_a_max_limit_below_the_page_size_gives_the_findings_of_the_default(max_limit):
-    default = runner.replay(short_pages_history(0))
-    short = runner.replay(short_pages_history(max_limit))
+    default = trial.replay(short_pages_history(0))
+    short = trial.replay(short_pages_history(max_limit))
     assert default.violations == short.violations == []
     assert short.counters == default.counters
     assert short.counters.stops == 2
@@ -397,7 +397,7 @@ def test_a_max_limit_below_the_page_size_gives_the_findings_of_the_default(max_l
 
 def test_paging_that_stops_at_a_short_page_breaks_the_classification_invariant(monkeypatch):
     monkeypatch.setattr(nova_module, "_next_marker", lambda *args: None)
-    found = runner.replay(short_pages_history(2)).violations
+    found = trial.replay(short_pages_history(2)).violations
     assert [v.invariant for v in found] == [checks.CLASSIFICATION]
     assert found[0].detail.startswith("lost: classified []")
 
@@ -405,7 +405,7 @@ def test_paging_that_stops_at_a_short_page_breaks_the_classification_invariant(m
 def test_the_generated_histories_have_short_pages_and_down_cells():
     setups, downs = [], set()
     for index in range(200):
-        generator = Generator(CI_SEED, index, runner.CYCLES)
+        generator = Generator(CI_SEED, index, trial.CYCLES)
         setups.append(generator.setup.max_limit)
         cloud = Cloud()
         for step in generator.steps(cloud):

@@ -137,7 +137,7 @@ def test_the_jq_example_reads_the_counts(tmp_path):
 
 
 def test_the_quarantine_jq_example_lists_the_restorable_entries(tmp_path):
-    from tests.unit.test_quarantine_cli import OLD, YOUNG, State
+    from tests.unit.cli.test_quarantine_cli import OLD, YOUNG, State
 
     jq = tools.tool("jq", "jq")
     text = page("reference/json.md")

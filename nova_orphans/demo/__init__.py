@@ -1,1 +1,0 @@
-"""The embedded demo: a simulated Nova and a libvirt test-driver world."""

@@ -1,0 +1,1 @@
+"""Rendering: every table and every JSON envelope the commands print."""
