@@ -116,6 +116,12 @@ class Run:
             self.cloud.nova.max_limit = setup.max_limit
         self.workdir = tempfile.mkdtemp(prefix="nova-orphans-sim-", dir=SCRATCH)
         self.quarantine_root = f"{self.workdir}/quarantine"
+        #: This machine's nova-compute state_path: its compute_id names Nova's node of HOST,
+        #: the proof of identity (docs/design.md rule 10) whatever the config names.
+        self.nova_state = f"{self.workdir}/nova-state"
+        os.mkdir(self.nova_state)
+        with open(f"{self.nova_state}/compute_id", "w", encoding="utf-8") as out:
+            out.write(self.cloud.nova.computes[HOST].node_uuid)
         self.counters = Counters(histories=1)
         self.violations: list[checks.Violation] = []
         self._reported: set[tuple[str, str]] = set()
@@ -201,6 +207,7 @@ class Run:
             journal=journal or self.journal,
             policy=self.setup.policy(),
             quarantine_root=self.quarantine_root,
+            compute_id_dirs=(self.nova_state,),
             deny=self.loaded.deny,
             dry_run=dry_run,
             live_journal_path=self.loaded.journal if journal is not None else None,
