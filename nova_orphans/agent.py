@@ -138,8 +138,10 @@ class Agent:
     #: whether this process holds it now.
     live_lock: LiveLock | None = None
     instances_path: str = DEFAULT_INSTANCES_PATH
-    #: Where nova-compute keeps its compute_id (nova.conf's directory, state_path).
+    #: Where nova-compute's compute_id may be (``conf.compute_id_dirs``).
     compute_id_dirs: tuple[str, ...] = ()
+    #: Nova's node UUID of this host as the operator pinned it (``compute_node_uuid``).
+    pinned_node: str | None = None
     #: How long a quarantine entry is kept before the agent purges it; 0 keeps it forever.
     retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
@@ -210,6 +212,7 @@ class Agent:
             self.compute_id_dirs,
             observe_nova=self.nova_views.observe,
             services=self.services,
+            pinned_node=self.pinned_node,
         )
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:

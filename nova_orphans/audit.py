@@ -97,16 +97,22 @@ class AuditReport:
 
 
 def check_identity(
-    hypervisor: Hypervisor, nova: NovaObserver, host: str, compute_id_dirs: Sequence[str]
+    hypervisor: Hypervisor,
+    nova: NovaObserver,
+    host: str,
+    compute_id_dirs: Sequence[str],
+    pinned_node: str | None = None,
 ) -> identity.Verdict:
-    """Compare Nova's node(s) of ``host`` with the libvirt read and the local compute_id.
+    """Compare Nova's node(s) of ``host`` with the libvirt read, the local compute_id
+    (looked for in ``compute_id_dirs``) and the operator's ``pinned_node``.
 
     Raises ``IdentityMismatch`` (one line naming both identities) on a mismatch;
     returns the verdict otherwise (verified, or unproven: the caller says so).
     """
     libvirt = hypervisor.identity()
     nodes = nova_nodes.nodes_for(nova, host, libvirt.hostname)
-    verdict = identity.verify(host, nodes, libvirt, nova_nodes.read_compute_id(compute_id_dirs))
+    local = nova_nodes.read_compute_id(compute_id_dirs)
+    verdict = identity.verify(host, nodes, libvirt, local, pinned_node)
     if verdict.state is identity.State.MISMATCH:
         raise IdentityMismatch(reason=verdict.reason)
     return verdict
@@ -121,6 +127,7 @@ def audit(
     compute_id_dirs: Sequence[str] = (),
     observe_nova: ObserveNova | None = None,
     services: Services | None = None,
+    pinned_node: str | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -131,7 +138,7 @@ def audit(
     With ``services``, each orphan's dangers (Cinder, Neutron) and Placement's
     view of the host are added; their failures never fail the audit.
     """
-    verdict = check_identity(hypervisor, nova, host, compute_id_dirs)
+    verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
     domains = hypervisor.list_domains()
     # NOTE: a deny-listed guest's finding shows Nova's full record even when Nova
     # manages it here, so its details are asked for.

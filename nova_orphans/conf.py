@@ -67,8 +67,19 @@ default_opts = [
         "win), e.g. /etc/nova/nova.conf,/etc/nova/nova-compute.conf. host, instances_path and "
         "the libvirt connection URI then default to nova-compute's own values (its "
         "interpolation and defaults: instances_path = $state_path/instances, connection_uri "
-        "from [libvirt] virt_type), and nova-compute's compute_id (next to these files, or "
-        "under its state_path) must name Nova's node of the host.",
+        "from [libvirt] virt_type), and nova-compute's compute_id is looked for next to these "
+        "files and under its state_path too.",
+    ),
+    cfg.Opt(
+        "compute_node_uuid",
+        type=UUIDItem(),
+        help="The UUID of Nova's compute node of this host (openstack hypervisor show), "
+        "pinned. Names (host, hypervisor hostname and type) are no proof that Nova's node "
+        "is this machine: another cloud or region can have a compute of the same names. "
+        "Nothing is acted on until a node UUID found on this machine proves it: "
+        "nova-compute's compute_id file (looked for next to nova_config_file, under its "
+        f"state_path, in {NOVA_STATE_PATH} and in kolla-ansible's nova_compute volume) or "
+        "this option; when both are there, both must name the node.",
     ),
     cfg.ListOpt(
         "nova_config_dir",
@@ -530,9 +541,35 @@ class HostSettings:
     libvirt_uri: str
     instances_path: str
     deny: Selector
-    #: Where nova-compute keeps its ``compute_id`` (its config files' directories and its
-    #: state_path); empty when no nova-compute config is named.
+    #: Where nova-compute's ``compute_id`` may be (its config files' directories, its
+    #: state_path, then ``NOVA_STATE_DIRS``).
     compute_id_dirs: tuple[str, ...] = ()
+    #: ``[DEFAULT] compute_node_uuid``: Nova's node of this host, as the operator pinned it.
+    pinned_node: str | None = None
+
+
+#: Where nova-compute keeps its state on a compute host when its config is not named
+#: (and where kolla keeps it whatever its nova.conf says): the packages' state_path, and
+#: kolla-ansible's ``nova_compute`` named volume (mounted on /var/lib/nova in the
+#: nova_compute container) under Docker and under Podman.
+NOVA_STATE_DIRS_DEFAULT: tuple[str, ...] = (
+    NOVA_STATE_PATH,
+    "/var/lib/docker/volumes/nova_compute/_data",
+    "/var/lib/containers/storage/volumes/nova_compute/_data",
+)
+#: NOTE: what is searched; tests point it at scratch directories.
+NOVA_STATE_DIRS = NOVA_STATE_DIRS_DEFAULT
+
+
+def compute_id_dirs(nova: NovaComputeConf) -> tuple[str, ...]:
+    """Every directory nova-compute's ``compute_id`` may be in on this machine.
+
+    NOTE: found even without ``nova_config_file`` (it is optional): the proof of
+    identity must not depend on it (docs/design.md rule 10). nova's packaged
+    default state_path is the first of ``NOVA_STATE_DIRS``.
+    """
+    own = [d for d in nova.compute_id_dirs if d != NOVA_STATE_PATH]
+    return tuple(dict.fromkeys([*own, *NOVA_STATE_DIRS]))
 
 
 def host_settings(
@@ -561,7 +598,8 @@ def host_settings(
         libvirt_uri=uri,
         instances_path=conf.instances_path or nova.instances_path,
         deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
-        compute_id_dirs=nova.compute_id_dirs,
+        compute_id_dirs=compute_id_dirs(nova),
+        pinned_node=conf.compute_node_uuid,
     )
 
 

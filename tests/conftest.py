@@ -80,3 +80,17 @@ def _restore_logging():
     for name, log in list(logging.root.manager.loggerDict.items()):
         if isinstance(log, logging.Logger):
             log.setLevel(levels.get(name, logging.NOTSET))
+
+
+@pytest.fixture(autouse=True)
+def nova_state_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Where the tool looks for nova-compute's compute_id by default: a scratch directory,
+    never this machine's /var/lib/nova or kolla volumes (docs/design.md rule 10).
+
+    Returns that directory: a test writes a ``compute_id`` there as nova-compute would.
+    """
+    from nova_orphans import conf
+
+    directory = tmp_path_factory.mktemp("nova-state")
+    monkeypatch.setattr(conf, "NOVA_STATE_DIRS", (str(directory),))
+    return directory

@@ -131,6 +131,7 @@ def build_agent(
         quarantine_root=paths.quarantine,
         instances_path=settings.instances_path,
         compute_id_dirs=settings.compute_id_dirs,
+        pinned_node=settings.pinned_node,
         deny=settings.deny,
         services=services_from_conf(conf, transport),
         dry_run=dry_run,

@@ -68,6 +68,7 @@ def run_audit(args: argparse.Namespace) -> int:
             settings.deny,
             settings.compute_id_dirs,
             services=services_from_conf(conf, transport),
+            pinned_node=settings.pinned_node,
         )
     return show(dataclasses.replace(result, holds=_holds(conf)), args)
 

@@ -3,17 +3,21 @@
 A wrong ``[DEFAULT] host`` or ``[libvirt] connection_uri`` (a copied config) makes
 every guest Nova runs here look like another host's duplicate; acting on that view
 stops healthy guests (Nova bug 1419785 is the same failure inside Nova). So before
-anything is concluded, three identities are compared (docs/design.md rule 10):
+anything is concluded, these identities are compared (docs/design.md rule 10):
 
 - Nova's compute node(s) of ``host`` (``os-hypervisors``): hostname, type, node UUID;
 - libvirt's own identity: ``getHostname()`` and ``getType()``, exactly what Nova's
   libvirt driver reports as ``hypervisor_hostname`` and ``hypervisor_type``;
-- nova-compute's ``compute_id`` file (Nova >= 2023.1), which holds the node UUID.
+- nova-compute's ``compute_id`` file (Nova >= 2023.1), which holds the node UUID;
+- the node UUID the operator pinned in our config (``[DEFAULT] compute_node_uuid``).
 
-Every check is passed, failed or skipped, with a reason. One failure is a
-mismatch. The view is *verified* only when nothing failed and at least one check
-tying this machine to ``host`` passed; otherwise it is *unproven* and nothing may
-be acted on.
+Every check is passed, failed, skipped or inconclusive, with a reason. One failure
+is a mismatch. Names are no proof: another cloud (a wrong ``[nova]`` section, a
+wrong region) built from the same inventory has a compute of the same host name,
+hostname and type. So the view is *verified* only when nothing failed, nothing was
+inconclusive and a node UUID found on this machine (``compute_id``) or pinned by the
+operator is Nova's node of ``host``; otherwise it is *unproven* and nothing may be
+acted on.
 """
 
 from __future__ import annotations
@@ -67,12 +71,14 @@ class LibvirtIdentity:
 class LocalComputeId:
     """nova-compute's ``compute_id`` file(s) on this machine.
 
-    ``uuids`` maps each file found to its content (stripped); empty when none
-    was found, and then ``absent`` says why (no file, or nothing configured).
+    ``uuids`` maps each file read to the UUID it holds (canonical); ``unusable``
+    names each file found that could not be trusted (unreadable, not a regular
+    file, too large, not a UUID); ``absent`` says where none was found.
     """
 
     uuids: dict[str, str] = dataclasses.field(default_factory=dict)
     absent: str = "not looked for"
+    unusable: tuple[str, ...] = ()
 
 
 class Check(str, enum.Enum):
@@ -83,16 +89,22 @@ class Check(str, enum.Enum):
     HOSTNAME = "hostname"
     TYPE = "type"
     COMPUTE_ID = "compute-id"
+    NODE_UUID = "node-uuid"
 
 
-#: Checks that tie the libvirt (or this machine) to ``host``; one must pass.
-POSITIVE = frozenset({Check.HOSTNAME, Check.TYPE, Check.COMPUTE_ID})
+#: The checks that prove this machine is Nova's node of ``host``; one must pass.
+#: NOTE: hostname and type are names: they can only refute (fail), never prove.
+PROOF = frozenset({Check.COMPUTE_ID, Check.NODE_UUID})
+#: The checks that compare this machine with ``host``'s node (listed when they pass).
+COMPARED = PROOF | {Check.HOSTNAME, Check.TYPE}
 
 
 class Outcome(str, enum.Enum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
+    #: Something is there but cannot be trusted: the view stays unproven.
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +138,7 @@ class Verdict:
 
     @property
     def verified(self) -> bool:
-        """True only when a positive check passed and none failed."""
+        """True only when a proof passed and nothing failed or was inconclusive."""
         return self.state is State.VERIFIED
 
 
@@ -135,8 +147,10 @@ def verify(
     nodes: Sequence[NovaNode],
     libvirt: LibvirtIdentity,
     compute_id: LocalComputeId,
+    pinned_node: str | None = None,
 ) -> Verdict:
-    """Compare Nova's node(s) of ``host`` with the libvirt read and the local compute_id.
+    """Compare Nova's node(s) of ``host`` with the libvirt read, the local compute_id
+    and the node UUID the operator pinned (``pinned_node``, canonical; None: not pinned).
 
     ``nodes``: every node Nova returned — those of ``host`` and those whose
     hostname is libvirt's (so another host's claim on this libvirt is seen).
@@ -146,6 +160,7 @@ def verify(
     results = [_node_check(host, mine), _owner_check(libvirt, owners)]
     results += _libvirt_checks(mine, libvirt)
     results.append(_compute_id_check(host, mine, compute_id))
+    results.append(_pinned_check(host, mine, pinned_node))
     verdict = _verdict(host, mine, owners, libvirt, tuple(results))
     return dataclasses.replace(verdict, libvirt=libvirt, nodes=tuple(mine))
 
@@ -178,8 +193,8 @@ def _libvirt_checks(mine: list[NovaNode], libvirt: LibvirtIdentity) -> list[Chec
     if not same_type and all(n.hypervisor_type == NOVA_FAKE_TYPE for n in mine):
         # NOTE: Nova's fake driver has no hypervisor: whatever libvirt stands in for it
         # (in test stacks) has nothing to be compared with. Skipped, and said so; another
-        # host's claim on this libvirt still fails, and a positive check (compute_id)
-        # must pass before anything is done.
+        # host's claim on this libvirt still fails, and a proof (compute_id, the pinned
+        # node UUID) must pass before anything is done, as for every node.
         why = f"Nova's node is its {NOVA_FAKE_TYPE!r} driver: no hypervisor to compare"
         return [CheckResult(c, Outcome.SKIPPED, why) for c in (Check.HOSTNAME, Check.TYPE)]
     if not same_type:
@@ -210,23 +225,39 @@ def _libvirt_checks(mine: list[NovaNode], libvirt: LibvirtIdentity) -> list[Chec
 
 
 def _compute_id_check(host: str, mine: list[NovaNode], compute_id: LocalComputeId) -> CheckResult:
-    if not compute_id.uuids:
-        return CheckResult(Check.COMPUTE_ID, Outcome.SKIPPED, compute_id.absent)
+    if compute_id.unusable:
+        # NOTE: nova-compute refuses to start on such a file; we do not guess past it.
+        return CheckResult(Check.COMPUTE_ID, Outcome.INCONCLUSIVE, "; ".join(compute_id.unusable))
     if len(set(compute_id.uuids.values())) > 1:
         files = ", ".join(f"{path} holds {value}" for path, value in compute_id.uuids.items())
-        return CheckResult(Check.COMPUTE_ID, Outcome.FAILED, f"compute_id files disagree: {files}")
-    path, value = next(iter(compute_id.uuids.items()))
-    if not mine:
         return CheckResult(
-            Check.COMPUTE_ID, Outcome.SKIPPED, "no node of this host to compare with"
+            Check.COMPUTE_ID, Outcome.INCONCLUSIVE, f"compute_id files disagree: {files}"
         )
+    if not compute_id.uuids:
+        return CheckResult(Check.COMPUTE_ID, Outcome.SKIPPED, compute_id.absent)
+    path, value = next(iter(compute_id.uuids.items()))
+    return _uuid_check(Check.COMPUTE_ID, host, mine, value, f"{path} holds")
+
+
+def _pinned_check(host: str, mine: list[NovaNode], pinned: str | None) -> CheckResult:
+    if pinned is None:
+        return CheckResult(Check.NODE_UUID, Outcome.SKIPPED, "no compute_node_uuid configured")
+    return _uuid_check(Check.NODE_UUID, host, mine, pinned, "compute_node_uuid is")
+
+
+def _uuid_check(
+    check: Check, host: str, mine: list[NovaNode], value: str, source: str
+) -> CheckResult:
+    """``source`` (a file, the config) names ``value``: is it Nova's node of ``host``?"""
+    if not mine:
+        return CheckResult(check, Outcome.SKIPPED, "no node of this host to compare with")
     if any(n.uuid == value for n in mine):
-        return CheckResult(Check.COMPUTE_ID, Outcome.PASSED, f"{path} holds Nova's node {value}")
+        return CheckResult(check, Outcome.PASSED, f"{source} Nova's node {value}")
     uuids = ", ".join(n.uuid for n in mine)
     return CheckResult(
-        Check.COMPUTE_ID,
+        check,
         Outcome.FAILED,
-        f"{path} holds node UUID {value}, Nova's node of {host!r} is {uuids}",
+        f"{source} node UUID {value}, Nova's node of {host!r} is {uuids}",
     )
 
 
@@ -248,20 +279,21 @@ def _verdict(
     )
     if failed:
         # NOTE: both sides already tell the node, owner, hostname and type; only the
-        # compute_id's detail is not in them.
+        # UUIDs' details are not in them.
         why = ", ".join(
-            f"{r.check.value}: {r.detail}" if r.check is Check.COMPUTE_ID else r.check.value
-            for r in failed
+            f"{r.check.value}: {r.detail}" if r.check in PROOF else r.check.value for r in failed
         )
-        joint = " but " if any(r.check is not Check.COMPUTE_ID for r in failed) else "; "
+        joint = " but " if any(r.check not in PROOF for r in failed) else "; "
         return Verdict(
             host,
             State.MISMATCH,
             results,
             f"identity mismatch: {nova_side}{joint}{libvirt_side} (failed: {why})",
         )
-    passed = [r.check.value for r in results if r.outcome is Outcome.PASSED and r.check in POSITIVE]
-    if passed:
+    passed = [r.check.value for r in results if r.outcome is Outcome.PASSED and r.check in COMPARED]
+    doubtful = [r for r in results if r.outcome is Outcome.INCONCLUSIVE]
+    proven = any(r.outcome is Outcome.PASSED for r in results if r.check in PROOF)
+    if proven and not doubtful:
         skipped_checks = [r.check.value for r in results if r.outcome is Outcome.SKIPPED]
         also = f"; skipped: {', '.join(skipped_checks)}" if skipped_checks else ""
         return Verdict(
@@ -274,10 +306,17 @@ def _verdict(
     skipped = "; ".join(
         f"{r.check.value}: {r.detail}" for r in results if r.outcome is Outcome.SKIPPED
     )
+    if doubtful:
+        why = "; ".join(f"{r.check.value}: {r.detail}" for r in doubtful)
+        head = f"a compute_id cannot be trusted ({why})"
+    else:
+        head = "no compute_id or compute_node_uuid tied them"
+    notes = [f"passed: {', '.join(passed)}" + ("" if proven else " (names are no proof)")]
+    notes = (notes if passed else []) + ([f"skipped: {skipped}"] if skipped else [])
     return Verdict(
         host,
         State.UNPROVEN,
         results,
-        f"identity not proven: {nova_side}, {libvirt_side}; no check tied them (skipped: "
-        f"{skipped})",
+        f"identity not proven: {nova_side}, {libvirt_side}; {head}"
+        + (f" ({'; '.join(notes)})" if notes else ""),
     )

@@ -185,3 +185,17 @@ def test_driver_node() -> dict[str, str]:
 def quarantine_root_of(directory: str) -> str:
     """The quarantine root of ``<root>/<uuid>/<stamp>`` (what ``restore`` is given)."""
     return str(pathlib.Path(directory).parents[1])
+
+
+def write_compute_id(node_uuid: str) -> pathlib.Path:
+    """nova-compute's ``compute_id`` naming ``node_uuid``, where the tool looks by default.
+
+    NOTE: that place is the test's scratch directory (``tests/conftest.py``
+    ``nova_state_dirs``): this machine's compute proves it is Nova's node of its host
+    (docs/design.md rule 10).
+    """
+    from nova_orphans import conf
+
+    path = pathlib.Path(conf.NOVA_STATE_DIRS[0]) / "compute_id"
+    path.write_text(node_uuid)
+    return path

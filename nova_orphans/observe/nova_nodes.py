@@ -9,7 +9,9 @@ a wrong view) is the paged listing of every node read. Fails closed like
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import urllib.parse
 import uuid as uuidlib
 from collections.abc import Callable, Sequence
@@ -91,32 +93,64 @@ def parse_node(item: dict[str, Any]) -> NovaNode:
 
 
 def read_compute_id(directories: Sequence[str]) -> LocalComputeId:
-    """Read nova-compute's ``compute_id`` wherever nova-compute itself looks for it.
+    """Read nova-compute's ``compute_id`` in each of ``directories`` (a missing one is skipped).
 
     NOTE: nova/virt/node.py reads it from the directory of each config file and
-    from ``state_path``; every copy found must agree (Nova refuses to start if not).
+    from ``state_path``; every copy must agree (nova-compute refuses to start if
+    not). The file is on this machine, but its content is not trusted: it must be
+    a regular file (not a symlink, device or FIFO), small, and hold a UUID; anything
+    else is named in ``unusable`` (never echoed: it may hold anything).
     """
     if not directories:
-        return LocalComputeId(absent="nova_config_file not set: compute_id not read")
+        return LocalComputeId(absent="no directory to look for compute_id in")
     found: dict[str, str] = {}
-    unreadable: list[str] = []
+    unusable: list[str] = []
     for directory in dict.fromkeys(directories):
         path = os.path.join(directory, COMPUTE_ID_FILE)
         try:
-            # NOTE: a corrupt (binary) file is read as the garbage it is: it names no
-            # node, so the check fails closed instead of crashing.
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                found[path] = _canonical(handle.read(40).strip())
-        except FileNotFoundError:
+            found[path] = _read_uuid_file(path)
+        except (FileNotFoundError, NotADirectoryError):
             continue
+        except _Unusable as exc:
+            unusable.append(f"{path} {exc}")
         except OSError as exc:
-            unreadable.append(f"cannot read {path}: {exc.strerror}")
-    absent = "; ".join(unreadable) or f"no {COMPUTE_ID_FILE} file in {', '.join(directories)}"
-    return LocalComputeId(found, absent)
+            unusable.append(f"cannot read {path}: {exc.strerror}")
+    absent = f"no {COMPUTE_ID_FILE} file in {', '.join(dict.fromkeys(directories))}"
+    return LocalComputeId(found, absent, tuple(unusable))
 
 
-def _canonical(value: str) -> str:
+#: nova-compute writes ``str(uuid)`` (36 characters) and reads 40; more is not its file.
+MAX_COMPUTE_ID_BYTES = 64
+
+
+class _Unusable(Exception):
+    """A compute_id that is there but cannot be trusted; the message says why."""
+
+
+def _read_uuid_file(path: str) -> str:
+    """The canonical UUID held by the regular file ``path``; raises ``_Unusable`` or OSError.
+
+    NOTE: O_NOFOLLOW refuses a symlink as the file itself and O_NONBLOCK keeps a
+    FIFO from blocking the open; the directories on the way are followed, as
+    nova-compute follows them.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        return value
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Unusable("is a symlink") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unusable("is not a regular file")
+        data = os.read(fd, MAX_COMPUTE_ID_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_COMPUTE_ID_BYTES:
+        raise _Unusable(f"is larger than {MAX_COMPUTE_ID_BYTES} bytes")
+    try:
+        return str(uuidlib.UUID(data.decode("ascii").strip()))
+    except (UnicodeDecodeError, ValueError):
+        raise _Unusable("does not hold a UUID") from None

@@ -108,6 +108,23 @@ class Counters:
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
+def _nova_state(node_uuid: str) -> str:
+    """A nova-compute state_path whose compute_id holds ``node_uuid``, shared by every run.
+
+    NOTE: one path for every run (the node UUID is the same in each), so that a dry run
+    and the live run of one history report the same identity line (invariant 5); it is
+    written once, through a rename, so a concurrent run never reads half of it.
+    """
+    directory = os.path.join(SCRATCH or tempfile.gettempdir(), f"nova-orphans-sim-{node_uuid}")
+    if not os.path.exists(os.path.join(directory, "compute_id")):
+        os.makedirs(directory, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(node_uuid)
+        os.replace(partial, os.path.join(directory, "compute_id"))
+    return directory
+
+
 class Run:
     """One history being played; ``dry_run`` swaps the effects for ``RecordingEffects``."""
 
@@ -118,6 +135,9 @@ class Run:
             self.cloud.nova.max_limit = setup.max_limit
         self.workdir = tempfile.mkdtemp(prefix="nova-orphans-sim-", dir=SCRATCH)
         self.quarantine_root = f"{self.workdir}/quarantine"
+        #: This machine's nova-compute state_path: its compute_id names Nova's node of HOST,
+        #: the proof of identity (docs/design.md rule 10) whatever the config names.
+        self.nova_state = _nova_state(self.cloud.nova.computes[HOST].node_uuid)
         self.counters = Counters(histories=1)
         self.violations: list[checks.Violation] = []
         self._reported: set[tuple[str, str]] = set()
@@ -206,6 +226,7 @@ class Run:
             journal=journal or self.journal,
             policy=self.setup.policy(),
             quarantine_root=self.quarantine_root,
+            compute_id_dirs=(self.nova_state,),
             deny=self.loaded.deny,
             dry_run=dry_run,
             live_lock=None if dry_run else self.live_lock,

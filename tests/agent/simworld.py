@@ -48,6 +48,11 @@ class SimWorld:
             interval=60.0,  # what ``cycle`` advances the clock by, unless told otherwise
         )
         fields.update(policy)
+        #: This machine's nova-compute state_path: its compute_id names Nova's node of HOST
+        #: (docs/design.md rule 10: without it, or a pinned node UUID, nothing is done).
+        self.state_path = tmp_path / "nova-state"
+        self.state_path.mkdir(exist_ok=True)
+        (self.state_path / "compute_id").write_text(self.nova.computes[HOST].node_uuid)
         self.agent = Agent(
             host=HOST,
             open_hypervisor=lambda: no_context(self.hv),
@@ -56,6 +61,7 @@ class SimWorld:
             journal=self.journal,
             policy=Policy(**fields),  # type: ignore[arg-type]
             quarantine_root=str(tmp_path / "quarantine"),
+            compute_id_dirs=(str(self.state_path),),
             dry_run=dry_run,
             # NOTE: a live agent holds this host's live lock (docs/design.md rule 14); each
             # world is a host of its own.

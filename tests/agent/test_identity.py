@@ -4,11 +4,18 @@ A copied config names another compute that exists, or its libvirt URI points at
 another compute's libvirt: every guest read there looks ``misplaced``. With one
 or two guests the orphan-fraction brake does not fire and re-verification asks
 the same wrong question, so without the identity check a healthy guest is stopped.
+
+A ``[nova]`` section pointing at another cloud or region built from the same
+inventory is worse: its compute has this host's name, hostname and type, so every
+name agrees; only a node UUID (nova-compute's compute_id, or the one the operator
+pinned) tells the two clouds apart.
 """
 
 from __future__ import annotations
 
+import logging
 import pathlib
+import uuid as uuidlib
 
 import pytest
 
@@ -108,6 +115,7 @@ def test_a_non_libvirt_node_is_never_a_silent_pass(tmp_path):
     skipped; without a compute_id nothing ties them, so nothing is done and nothing is
     counted; with this host's compute_id the same view is verified and acted on."""
     world = SimWorld(tmp_path, **EAGER)
+    (world.state_path / "compute_id").unlink()
     world.nova.computes[HOST].hypervisor_type = "fake"
     world.hv.hypervisor_type = "TEST"
     world.boot("managed")
@@ -124,5 +132,112 @@ def test_a_non_libvirt_node_is_never_a_silent_pass(tmp_path):
     with_compute_id(world, tmp_path, HOST)
     result = world.cycle()
     assert result.report is not None and result.report.identity.verified
-    assert "passed: compute-id; skipped: hostname, type" in result.report.identity.reason
+    assert "passed: compute-id; skipped: hostname, type, node-uuid" in (
+        result.report.identity.reason
+    )
     assert world.touched() == {duplicate}
+
+
+def wrong_cloud(world: SimWorld) -> str:
+    """The agent's ``[nova]`` is another cloud's (staging credentials, a wrong region) whose
+    compute has this host's name, hypervisor hostname and type, and servers of its own
+    there (not in this libvirt: they look lost). This machine's guest, a server of the
+    right cloud, has no record in it: it looks unknown. Returns that guest's UUID."""
+    world.nova.computes[HOST].node_uuid = str(uuidlib.uuid4())  # the other cloud's node
+    for n in range(2):
+        world.nova.boot(HOST, f"staging-{n}", uuid=str(uuidlib.uuid4()), at=world.now)
+    guest = str(uuidlib.uuid4())
+    world.hv.define(guest, "production-guest")
+    return guest
+
+
+UNKNOWN_EAGER = {**EAGER, "actions": {Kind.UNKNOWN: Action.REAP, Kind.DELETED: Action.REAP}}
+
+
+def test_a_wrong_cloud_with_a_same_named_compute_and_no_compute_id_acts_on_nothing(
+    tmp_path, caplog
+):
+    """The reproduction: no compute_id on this machine (nova_config_file unset, nothing in
+    the state paths) and no pinned node UUID. Hostname and type agree, which proves
+    nothing: the view is unproven, nothing is stopped or reaped, no sighting is counted,
+    the log and the metric say why."""
+    world = SimWorld(tmp_path, **UNKNOWN_EAGER)
+    (world.state_path / "compute_id").unlink()
+    guest = wrong_cloud(world)
+    caplog.set_level(logging.INFO, logger="nova_orphans")
+    for _ in range(3):
+        result = world.cycle()
+        assert result.error is None
+        assert result.report is not None
+        verdict = result.report.identity
+        assert verdict.state.value == "unproven", verdict.reason
+        assert "passed: hostname, type (names are no proof)" in verdict.reason
+        assert result.report.count(Kind.UNKNOWN) == 1
+        assert result.plan is not None and (result.plan.brake or "").startswith(
+            "identity not proven"
+        )
+        assert result.outcomes == ()
+    assert world.touched() == set()
+    assert world.hv.domains[guest].is_active
+    assert world.journal.sightings() == {}
+    assert sample(world, "nova_orphans_identity_verified") == 0
+    assert "IDENTITY: nothing will be done this cycle: identity not proven" in caplog.text
+
+
+def test_a_wrong_cloud_is_a_mismatch_by_this_machines_compute_id(tmp_path):
+    """This machine's compute_id names the right cloud's node: the other cloud's node of
+    the same names is refuted, the cycle aborted, nothing done."""
+    world = SimWorld(tmp_path, **UNKNOWN_EAGER)
+    guest = wrong_cloud(world)
+    result = world.cycle()
+    assert result.error is not None and result.error.startswith("identity mismatch: ")
+    assert "compute-id: " in result.error and "holds node UUID" in result.error
+    assert world.touched() == set()
+    assert world.hv.domains[guest].is_active
+    assert sample(world, "nova_orphans_cycles_aborted_total", reason="identity") == 1
+
+
+def test_a_pinned_node_uuid_proves_or_refutes_without_a_compute_id(tmp_path):
+    """compute_node_uuid, pinned by the operator: Nova's node of the host verifies the
+    view (and the agent acts); the other cloud's node does not match it: mismatch."""
+    world = SimWorld(tmp_path, **EAGER)
+    (world.state_path / "compute_id").unlink()
+    world.boot("managed")
+    duplicate = world.orphan("left-behind", Kind.MISPLACED)
+    world.agent.pinned_node = world.nova.computes[HOST].node_uuid
+    result = world.cycle()
+    assert result.report is not None and result.report.identity.verified
+    assert "passed: hostname, type, node-uuid; skipped: compute-id" in (
+        result.report.identity.reason
+    )
+    assert world.touched() == {duplicate}
+
+    world = SimWorld(tmp_path / "wrong", **UNKNOWN_EAGER)
+    (world.state_path / "compute_id").unlink()
+    world.agent.pinned_node = world.nova.computes[HOST].node_uuid  # the right cloud's node
+    guest = wrong_cloud(world)
+    result = world.cycle()
+    assert result.error is not None and "node-uuid: compute_node_uuid is node UUID" in (
+        result.error
+    )
+    assert world.touched() == set() and world.hv.domains[guest].is_active
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"not-a-uuid\n", b"\xff\xfe\x00", b"0" * 4096],
+    ids=["text", "binary", "too large"],
+)
+def test_a_compute_id_that_cannot_be_trusted_leaves_the_view_unproven(tmp_path, content):
+    """Even with the right node pinned: a compute_id nova-compute itself would refuse
+    is no ground to act on."""
+    world = SimWorld(tmp_path, **EAGER)
+    (world.state_path / "compute_id").write_bytes(content)
+    world.agent.pinned_node = world.nova.computes[HOST].node_uuid
+    world.boot("managed")
+    world.orphan("left-behind", Kind.MISPLACED)
+    result = world.cycle()
+    assert result.report is not None
+    assert result.report.identity.state.value == "unproven"
+    assert "a compute_id cannot be trusted" in result.report.identity.reason
+    assert world.touched() == set()

@@ -222,6 +222,8 @@ def write_agent(
     conf.write_text(
         "[DEFAULT]\n"
         f"host = {host}\n"
+        # NOTE: no nova_config_file: the node UUID pinned proves the identity (rule 10).
+        f"compute_node_uuid = {harness.node_uuid(host)}\n"
         f"instances_path = {instances_path}\n"
         f"deny_uuids = {','.join(others)}\n"
         "[libvirt]\n"

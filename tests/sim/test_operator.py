@@ -50,7 +50,7 @@ def identity_always_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     alone would keep a wrong view from acting in these small histories.
     """
 
-    def verified(hypervisor, nova, host, compute_id_dirs):  # type: ignore[no-untyped-def]
+    def verified(hypervisor, nova, host, compute_id_dirs, pinned_node=None):  # type: ignore[no-untyped-def]
         return identity.Verdict(host, identity.State.VERIFIED, (), "not checked")
 
     monkeypatch.setattr(audit, "check_identity", verified)

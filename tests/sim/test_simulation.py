@@ -361,7 +361,7 @@ def test_an_observer_that_ignores_the_hosts_down_cell_breaks_the_classification_
     monkeypatch.setattr(
         audit,
         "check_identity",
-        lambda hypervisor, nova, host, dirs: identity.Verdict(
+        lambda hypervisor, nova, host, *_: identity.Verdict(
             host, identity.State.VERIFIED, (), "identity taken on trust (broken product)"
         ),
     )

@@ -491,6 +491,11 @@ def remove_domain(uuid: str, uri: str = LIBVIRT_URI) -> None:
 CLI = pathlib.Path(os.environ.get("NOVA_ORPHANS_CLI", REPO / ".venv" / "bin" / "nova-orphans"))
 
 
+def node_uuid(host: str) -> str:
+    """The node UUID ``host``'s nova-compute wrote in its state_path (its ``compute_id``)."""
+    return (STATE / host / "compute_id").read_text().strip()
+
+
 def write_cli_config(
     path: pathlib.Path,
     *,

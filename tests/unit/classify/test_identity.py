@@ -21,7 +21,8 @@ HOST1 = NovaNode(H1_UUID, "host1", "fake", "host1")
 QEMU = LibvirtIdentity("qemu:///system", "cmp17.example.org", "QEMU", "79fa4f91")
 OTHER_QEMU = LibvirtIdentity("qemu+tls://cmp18/system", "cmp18.example.org", "QEMU")
 TEST = LibvirtIdentity("test:///tmp/w.xml", "cmp17.example.org", "TEST")
-NO_ID = LocalComputeId(absent="nova_config_file not set: compute_id not read")
+NO_ID = LocalComputeId(absent="no compute_id file in /var/lib/nova")
+BAD_ID = LocalComputeId(unusable=("/var/lib/nova/compute_id does not hold a UUID",))
 
 
 def cid(value: str) -> LocalComputeId:
@@ -30,9 +31,34 @@ def cid(value: str) -> LocalComputeId:
 
 CASES = [
     (
-        "a libvirt compute read through its own libvirt passes hostname and type",
+        "a libvirt compute read through its own libvirt passes hostname and type, "
+        "but names are no proof: another cloud's compute has the same; unproven",
         "lvhost", [LVHOST], QEMU, NO_ID,
-        State.VERIFIED, {Check.HOSTNAME: Outcome.PASSED, Check.TYPE: Outcome.PASSED},
+        State.UNPROVEN,
+        {Check.HOSTNAME: Outcome.PASSED, Check.TYPE: Outcome.PASSED,
+         Check.COMPUTE_ID: Outcome.SKIPPED, Check.NODE_UUID: Outcome.SKIPPED},
+    ),
+    (
+        "the node UUID the operator pinned, Nova's node, proves it",
+        "lvhost", [LVHOST], QEMU, NO_ID, LV_UUID,
+        State.VERIFIED, {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.SKIPPED},
+    ),
+    (
+        "a pinned node UUID that is not Nova's node of the host is a mismatch "
+        "(a wrong cloud or region with same-named computes)",
+        "lvhost", [LVHOST], QEMU, NO_ID, H1_UUID,
+        State.MISMATCH, {Check.HOSTNAME: Outcome.PASSED, Check.NODE_UUID: Outcome.FAILED},
+    ),
+    (
+        "the pin and the compute_id must both name the node",
+        "lvhost", [LVHOST], QEMU, cid(H1_UUID), LV_UUID,
+        State.MISMATCH, {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.FAILED},
+    ),
+    (
+        "a compute_id that cannot be trusted leaves the view unproven, even with a right pin",
+        "lvhost", [LVHOST], QEMU, BAD_ID, LV_UUID,
+        State.UNPROVEN,
+        {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.INCONCLUSIVE},
     ),
     (
         "its compute_id naming Nova's node passes as well",
@@ -65,10 +91,10 @@ CASES = [
         State.MISMATCH, {Check.HOSTNAME: Outcome.PASSED, Check.COMPUTE_ID: Outcome.FAILED},
     ),
     (
-        "two compute_id files that disagree are a mismatch",
+        "two compute_id files that disagree leave the view unproven",
         "lvhost", [LVHOST], QEMU,
         LocalComputeId({"/etc/nova/compute_id": LV_UUID, "/var/lib/nova/compute_id": H1_UUID}),
-        State.MISMATCH, {Check.COMPUTE_ID: Outcome.FAILED},
+        State.UNPROVEN, {Check.COMPUTE_ID: Outcome.INCONCLUSIVE},
     ),
     (
         "a fake node read through the test driver skips hostname and type and stays unproven",
@@ -106,12 +132,18 @@ CASES = [
 ]  # fmt: skip
 
 
+def _case(name: str, host, nodes, libvirt, compute_id, *rest):
+    """A case's parameters; the pinned node UUID (after compute_id) is optional."""
+    pinned = rest[0] if len(rest) == 3 else None
+    return pytest.param(host, nodes, libvirt, compute_id, pinned, *rest[-2:], id=name)
+
+
 @pytest.mark.parametrize(
-    ("host", "nodes", "libvirt", "compute_id", "state", "outcomes"),
-    [pytest.param(*c[1:], id=c[0]) for c in CASES],
+    ("host", "nodes", "libvirt", "compute_id", "pinned", "state", "outcomes"),
+    [_case(*c) for c in CASES],
 )
-def test_verdict(host, nodes, libvirt, compute_id, state, outcomes):
-    verdict = verify(host, nodes, libvirt, compute_id)
+def test_verdict(host, nodes, libvirt, compute_id, pinned, state, outcomes):
+    verdict = verify(host, nodes, libvirt, compute_id, pinned)
     assert verdict.state is state, verdict.reason
     found = {r.check: r.outcome for r in verdict.results}
     for check, outcome in outcomes.items():
@@ -137,11 +169,21 @@ def test_skipped_checks_say_why():
     skipped = {r.check: r.detail for r in verdict.results if r.outcome is Outcome.SKIPPED}
     assert "Nova's node is its 'fake' driver" in skipped[Check.HOSTNAME]
     assert skipped[Check.COMPUTE_ID] == NO_ID.absent
-    assert "no check tied them" in verdict.reason
-    assert not verdict.verified
+    assert "no compute_id or compute_node_uuid tied them" in verdict.reason
 
 
-def test_no_node_at_all_never_verifies_whatever_the_compute_id_says():
-    verdict = verify("host1", [], TEST, cid(H1_UUID))
-    assert verdict.state is State.MISMATCH
-    assert "Nova has no compute node for host 'host1'" in verdict.reason
+def test_an_unproven_view_says_names_are_no_proof_and_what_was_missing():
+    verdict = verify("lvhost", [LVHOST], QEMU, NO_ID)
+    assert verdict.reason.endswith(
+        "; no compute_id or compute_node_uuid tied them (passed: hostname, type (names are no "
+        "proof); skipped: compute-id: no compute_id file in /var/lib/nova; node-uuid: no "
+        "compute_node_uuid configured)"
+    ), verdict.reason
+
+
+def test_an_untrusted_compute_id_is_named_in_the_reason():
+    verdict = verify("lvhost", [LVHOST], QEMU, BAD_ID, LV_UUID)
+    assert verdict.reason.endswith(
+        "; a compute_id cannot be trusted (compute-id: /var/lib/nova/compute_id does not hold "
+        "a UUID) (passed: hostname, type, node-uuid)"
+    ), verdict.reason

@@ -62,6 +62,18 @@ CONFIG_CASES = [
         "not a UUID",
     ),
     (
+        "a pinned compute node UUID that is not one",
+        "[DEFAULT]\ncompute_node_uuid = cmp-1\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "[DEFAULT] compute_node_uuid = cmp-1 is not valid: 'cmp-1' is not a UUID",
+    ),
+    (
+        "an empty pinned compute node UUID",
+        "[DEFAULT]\ncompute_node_uuid =\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "compute_node_uuid",
+    ),
+    (
         "a nova.conf that does not exist",
         "[DEFAULT]\nnova_config_file = /nonexistent/nova.conf\n"
         "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",

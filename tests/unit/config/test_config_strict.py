@@ -62,7 +62,7 @@ class ArmedHost:
 
     def __init__(self, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
         self.nova = SimulatedNova()
-        self.nova.add_compute(HOST, **worlds.test_driver_node())
+        worlds.write_compute_id(self.nova.add_compute(HOST, **worlds.test_driver_node()).node_uuid)
         self.orphan = self.nova.boot(HOST, "orphan")
         healthy = self.nova.boot(HOST, "healthy")
         self.nova.local_delete(self.orphan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -72,24 +73,41 @@ def test_no_compute_id_says_where_it_was_looked_for(tmp_path):
     assert nova_nodes.read_compute_id([str(tmp_path)]).absent == (
         f"no compute_id file in {tmp_path}"
     )
-    assert "nova_config_file not set" in nova_nodes.read_compute_id([]).absent
+    assert "no directory" in nova_nodes.read_compute_id([]).absent
 
 
 @pytest.mark.parametrize(
     ("nova_conf", "dirs"),
     [
         ("[DEFAULT]\nhost = cmp-1\nstate_path = /srv/nova\n", ["{etc}", "/srv/nova"]),
-        ("[DEFAULT]\nhost = cmp-1\n", ["{etc}", "/var/lib/nova"]),
+        ("[DEFAULT]\nhost = cmp-1\n", ["{etc}"]),
     ],
     ids=["nova.conf's state_path", "nova's packaged default state_path"],
 )
-def test_compute_id_directories_come_from_nova_conf(tmp_path: pathlib.Path, nova_conf, dirs):
+def test_compute_id_directories_come_from_nova_conf_and_where_nova_compute_keeps_its_state(
+    tmp_path: pathlib.Path, nova_conf, dirs
+):
+    """docs/design.md rule 10: nova.conf's directory and state_path, then every place
+    nova-compute keeps its state by default (the packages' /var/lib/nova, kolla's volume),
+    with or without nova_config_file."""
     (tmp_path / "nova.conf").write_text(nova_conf)
     ours = tmp_path / "ours.conf"
     ours.write_text(f"[DEFAULT]\nnova_config_file = {tmp_path / 'nova.conf'}\n")
     settings = config.host_settings(config.load([str(ours)]))
-    assert list(settings.compute_id_dirs) == [d.format(etc=tmp_path) for d in dirs]
-    assert config.host_settings(config.load([])).compute_id_dirs == ()
+    defaults = list(config.NOVA_STATE_DIRS)
+    assert list(settings.compute_id_dirs) == [d.format(etc=tmp_path) for d in dirs] + defaults
+    assert list(config.host_settings(config.load([])).compute_id_dirs) == defaults
+
+
+def test_by_default_the_packages_state_path_and_kolla_volumes_are_searched():
+    """Without any config the tool looks where nova-compute keeps its state as packaged
+    (state_path /var/lib/nova) and where kolla-ansible's nova_compute named volume is
+    (mounted on /var/lib/nova in its container), under Docker and Podman."""
+    assert config.NOVA_STATE_DIRS_DEFAULT == (
+        "/var/lib/nova",
+        "/var/lib/docker/volumes/nova_compute/_data",
+        "/var/lib/containers/storage/volumes/nova_compute/_data",
+    )
 
 
 def test_a_hypervisor_listing_failing_while_a_cell_is_down_names_the_cell(nova):
@@ -105,12 +123,32 @@ def test_a_hypervisor_listing_failing_while_a_cell_is_down_names_the_cell(nova):
         nova_nodes.nodes_for(observer(nova), "cmp-1", "cmp-1.example.org")
 
 
-def test_a_compute_id_that_is_not_text_is_a_value_that_fails_not_a_crash(tmp_path):
-    """A binary (corrupt) compute_id is read as the garbage it is, so the check fails closed.
+def _bad_files(tmp_path: pathlib.Path) -> dict[str, str]:
+    """Directories whose ``compute_id`` is there but cannot be trusted, and the reason."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("71d94ffd-8fab-463e-973f-a02dfa1ce9db")
+    cases = {
+        "binary": (lambda p: p.write_bytes(b"\xff\xfe\x00garbage"), "does not hold a UUID"),
+        "text": (lambda p: p.write_text("compute-1\n"), "does not hold a UUID"),
+        "empty": (lambda p: p.write_text(""), "does not hold a UUID"),
+        "large": (lambda p: p.write_text(" " * 4096), "is larger than 64 bytes"),
+        "symlink": (lambda p: p.symlink_to(elsewhere), "is a symlink"),
+        "fifo": (lambda p: os.mkfifo(p), "is not a regular file"),
+        "directory": (lambda p: p.mkdir(), "is not a regular file"),
+    }
+    found = {}
+    for name, (make, why) in cases.items():
+        (tmp_path / name).mkdir()
+        make(tmp_path / name / "compute_id")
+        found[str(tmp_path / name)] = why
+    return found
 
-    docs/design.md rules 9 and 10: no traceback; a compute_id naming no node is a mismatch.
-    """
-    (tmp_path / "compute_id").write_bytes(b"\xff\xfe\x00garbage")
-    found = nova_nodes.read_compute_id([str(tmp_path)])
-    (value,) = found.uuids.values()
-    assert value and value != "71d94ffd-8fab-463e-973f-a02dfa1ce9db"
+
+def test_a_compute_id_that_cannot_be_trusted_is_named_never_read_as_a_node(tmp_path):
+    """docs/design.md rule 10: the file is content on disk, not trusted: a symlink, a
+    FIFO (never blocks), a large file, anything but a UUID is unusable, said so without
+    echoing its content, and never becomes a node UUID."""
+    for directory, why in _bad_files(tmp_path).items():
+        found = nova_nodes.read_compute_id([directory])
+        assert found.uuids == {}, directory
+        assert found.unusable == (f"{directory}/compute_id {why}",)

@@ -31,7 +31,7 @@ CATALOG = {"placement": "placement", "volumev3": "Cinder", "network": "Neutron"}
 @pytest.fixture
 def cloud(tmp_path):
     nova = SimulatedNova()
-    nova.add_compute("cmp-1", **worlds.test_driver_node())
+    worlds.write_compute_id(nova.add_compute("cmp-1", **worlds.test_driver_node()).node_uuid)
     nova.boot("cmp-1", name="kept")
     placement, cinder, neutron = SimPlacement(), SimCinder(), SimNeutron()
     placement.add_provider(

@@ -49,8 +49,9 @@ def test_demo_json_matches_the_schema_with_versions_and_counts(capsys):
 
 def test_audit_json_matches_the_schema(capsys, monkeypatch, tmp_path: pathlib.Path):
     nova = SimulatedNova()
-    # The node Nova knows for cmp-1 is the test:/// driver's ("vm", TEST): identity proven.
-    nova.add_compute("cmp-1", node="vm", hypervisor_type="TEST")
+    # The node Nova knows for cmp-1 is the test:/// driver's ("vm", TEST), and this
+    # machine's compute_id names it: identity proven.
+    worlds.write_compute_id(nova.add_compute("cmp-1", node="vm", hypervisor_type="TEST").node_uuid)
     managed = nova.boot("cmp-1", "managed")
     gone = nova.boot("cmp-1", "gone")
     nova.local_delete(gone, at=NOW)
