@@ -280,7 +280,7 @@ def test_a_compute_id_naming_another_node_is_a_mismatch_and_nothing_is_done(
     assert f"compute-id: {state / 'compute_id'} holds node UUID {other}" in line
     assert f"Nova's node of 'lvhost' is {lvhost_node()}" in line
     done = run_once(config)
-    assert done.returncode == EXIT_ERROR, done.stderr
+    assert done.returncode == exits.ERROR, done.stderr
     assert "IDENTITY: cycle aborted, nothing was done: identity mismatch" in done.stderr
     assert harness.domain_state(unknown_guest) == "running"
     assert harness.domain_state(lvhost_guest) == "running"
@@ -307,7 +307,7 @@ def test_no_compute_id_reachable_and_no_pin_is_unproven_and_the_agent_acts_on_no
     config = write_bare_config(tmp_path)
     config.write_text(config.read_text().replace("action_unknown = reap", "action_unknown = stop"))
     done = harness.run_cli("audit", "--config-file", str(config), "--format", "json")
-    assert done.returncode == EXIT_FOUND, done.stderr
+    assert done.returncode == exits.FOUND, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("nova-orphans: warning: identity not proven: Nova's host 'lvhost'")
     assert "no compute_id or compute_node_uuid tied them (passed: hostname, type (names" in line
@@ -317,7 +317,7 @@ def test_no_compute_id_reachable_and_no_pin_is_unproven_and_the_agent_acts_on_no
 
     for _ in range(2):
         done = run_once(config)
-        assert done.returncode == EXIT_FOUND, done.stderr
+        assert done.returncode == exits.FOUND, done.stderr
         assert "IDENTITY: nothing will be done this cycle: identity not proven" in done.stderr
         assert harness.domain_state(unknown_guest) == "running"
         assert metrics(tmp_path)[("nova_orphans_identity_verified", ())] == 0

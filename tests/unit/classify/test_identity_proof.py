@@ -15,12 +15,12 @@ import uuid as uuidlib
 
 import pytest
 
-from nova_orphans import cli
+from nova_orphans import cli, exits
 from nova_orphans import conf as config
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
-from nova_orphans.demo.simnova import SimulatedNova
-from tests import worlds
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
 
 HOST = "cmp-1"
 
@@ -73,7 +73,7 @@ def checks(document: dict) -> dict[str, str]:
 
 def test_same_names_without_a_node_uuid_are_unproven_audit_warns_and_still_reports(host, capsys):
     code, document, err = host.audit(capsys, host.config())
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     assert document["identity"]["state"] == "unproven"
     assert checks(document)["hostname"] == checks(document)["type"] == "passed"
     (line,) = err.strip().splitlines()
@@ -87,7 +87,7 @@ def test_a_compute_id_in_the_packages_state_path_proves_it_without_nova_config_f
 ):
     (nova_state_dirs / "compute_id").write_text(host.node + "\n")
     code, document, err = host.audit(capsys, host.config())
-    assert (code, err) == (cli.EXIT_FOUND, "")
+    assert (code, err) == (exits.FOUND, "")
     assert document["identity"]["state"] == "verified"
     assert checks(document)["compute-id"] == "passed"
 
@@ -105,7 +105,7 @@ def test_a_compute_id_in_kollas_nova_compute_volume_proves_it(host, capsys, tmp_
         tuple(str(root / d.lstrip("/")) for d in config.NOVA_STATE_DIRS_DEFAULT),
     )
     code, document, err = host.audit(capsys, host.config())
-    assert (code, err) == (cli.EXIT_FOUND, "")
+    assert (code, err) == (exits.FOUND, "")
     assert document["identity"]["state"] == "verified"
     assert f"{volume}/compute_id holds Nova's node" in json.dumps(document["identity"])
 
@@ -119,7 +119,7 @@ def test_copies_that_disagree_leave_it_unproven_naming_both(host, capsys, nova_s
     code, document, err = host.audit(
         capsys, host.config(f"nova_config_file = {etc / 'nova.conf'}\n")
     )
-    assert code == cli.EXIT_FOUND
+    assert code == exits.FOUND
     assert document["identity"]["state"] == "unproven"
     assert checks(document)["compute-id"] == "inconclusive"
     assert "compute_id files disagree" in err and str(etc / "compute_id") in err
@@ -127,7 +127,7 @@ def test_copies_that_disagree_leave_it_unproven_naming_both(host, capsys, nova_s
 
 def test_a_pinned_node_uuid_proves_it_or_refutes_it(host, capsys):
     code, document, err = host.audit(capsys, host.config(f"compute_node_uuid = {host.node}\n"))
-    assert (code, err) == (cli.EXIT_FOUND, "")
+    assert (code, err) == (exits.FOUND, "")
     assert checks(document)["node-uuid"] == "passed"
 
     other = str(uuidlib.uuid4())
@@ -136,7 +136,7 @@ def test_a_pinned_node_uuid_proves_it_or_refutes_it(host, capsys):
          "--libvirt-uri", host.uri]
     )  # fmt: skip
     captured = capsys.readouterr()
-    assert (code, captured.out) == (cli.EXIT_ERROR, "")
+    assert (code, captured.out) == (exits.ERROR, "")
     (line,) = captured.err.strip().splitlines()
     assert line.startswith("nova-orphans: error: identity mismatch: ")
     assert f"node-uuid: compute_node_uuid is node UUID {other}" in line
@@ -163,7 +163,7 @@ def test_run_once_without_a_proof_acts_on_nothing_and_says_why(host, capsys, mon
     argv = ["run", "--once", "--config-file", config_file, "--libvirt-uri", host.uri]
     code = cli.main(argv)
     err = capsys.readouterr().err
-    assert code == cli.EXIT_FOUND, err
+    assert code == exits.FOUND, err
     assert [c for e in live for c in e.calls] == []
     assert "IDENTITY: nothing will be done this cycle: identity not proven" in err
     assert "nova_orphans_identity_verified 0.0" in textfile.read_text()
