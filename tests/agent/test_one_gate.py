@@ -188,9 +188,9 @@ def share_nothing(world: GateWorld) -> None:
 
 
 def identity_unproven(world: GateWorld) -> None:
-    """Nova's fake driver read through another driver: nothing ties the two views."""
-    world.nova.computes[HOST].hypervisor_type = "fake"
-    world.hv.hypervisor_type = "TEST"
+    """Names match but nothing ties the two views: no compute_id, no pinned node UUID
+    (docs/design.md rule 10)."""
+    (world.state_path / "compute_id").unlink()
     world.boot("managed")
     world.orphan("archived", Kind.UNKNOWN)
     world.shared("db")
