@@ -59,14 +59,29 @@ def test_audit_of_the_wrong_host_exits_1_with_one_line_naming_both(cloud, capsys
 
 
 def test_audit_of_the_right_host_says_which_checks_passed(cloud, capsys):
+    """This machine's compute_id names Nova's node of cmp-1: the view is proven."""
     config, uri, uuid = cloud
+    nova = audit_cli.transport_from_conf(None)
+    worlds.write_compute_id(nova.computes["cmp-1"].node_uuid)
     code = cli.main(["audit", "--config-file", config, "--host", "cmp-1", "--libvirt-uri", uri])
     out, err = capsys.readouterr()
     assert code == exits.OK, err
     assert err == ""
     assert "identity verified: Nova's host 'cmp-1'" in out
-    assert "passed: hostname, type; skipped: compute-id" in out
+    assert "passed: hostname, type, compute-id; skipped: node-uuid" in out
     assert uuid not in out
+
+
+def test_audit_of_the_right_host_by_names_alone_is_unproven(cloud, capsys):
+    """Matching host name, hostname and type prove nothing (docs/design.md rule 10): the
+    report comes under one warning line."""
+    config, uri, _ = cloud
+    code = cli.main(["audit", "--config-file", config, "--host", "cmp-1", "--libvirt-uri", uri])
+    out, err = capsys.readouterr()
+    assert code == exits.OK, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("nova-orphans: warning: identity not proven: Nova's host 'cmp-1'")
+    assert "(names are no proof)" in line
 
 
 def test_audit_of_a_fake_driver_host_reports_under_one_warning_line(tmp_path, capsys, monkeypatch):
@@ -85,5 +100,5 @@ def test_audit_of_a_fake_driver_host_reports_under_one_warning_line(tmp_path, ca
     (line,) = err.strip().splitlines()
     assert line.startswith("nova-orphans: warning: identity not proven: Nova's host 'fake-1'")
     assert "its 'fake' driver: no hypervisor to compare" in line
-    assert "compute-id: nova_config_file not set" in line
+    assert "compute-id: no compute_id file in " in line
     assert "host fake-1 at " in out
