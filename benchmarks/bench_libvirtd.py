@@ -18,6 +18,7 @@ import time
 import libvirt
 
 from benchmarks.bench_libvirt_observer import best_of, floor_calls
+from nova_orphans import virt
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
 
@@ -51,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     args = parser.parse_args()
-    libvirt.registerErrorHandler(hypervisor.ignore_errors, None)
+    libvirt.registerErrorHandler(virt.ignore_errors, None)
     admin = libvirt.open(URI)
     undefine_ours(admin)
     others = len(admin.listAllDomains(0))

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from nova_orphans import audit as pipeline
 from nova_orphans import exits
-from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
+from nova_orphans.act.quarantine import restore, retention
 from nova_orphans.core import danger, gate
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
@@ -397,8 +397,8 @@ class Agent:
     def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
         if step == retention.STEP:
             return retention.reconciled(self.journal, uuid, self.clock())
-        if step == quarantine.RESTORE_STEP:
-            return quarantine.reconciled(self.journal, uuid, defined=domain is not None)
+        if step == restore.RESTORE_STEP:
+            return restore.reconciled(self.journal, uuid, defined=domain is not None)
         if step == "stop":
             if domain is None or not domain.is_active:
                 return "completed before the interruption (guest not running)"

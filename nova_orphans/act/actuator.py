@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from nova_orphans.act import quarantine
 from nova_orphans.act.effects import EffectError, Effects
-from nova_orphans.act.manifest import Manifest
+from nova_orphans.act.quarantine import entries
+from nova_orphans.act.quarantine.manifest import Manifest
 from nova_orphans.core.classify import classify
 from nova_orphans.core.danger import worst
 from nova_orphans.core.decide import Decision, Plan
@@ -204,7 +204,7 @@ class Actuator(Steps):
         """
 
         def perform() -> str:
-            tampered = quarantine.tampering(entry, quarantine_root)
+            tampered = entries.tampering(entry, quarantine_root)
             if tampered:
                 raise EffectError(f"purge {entry.uuid}: {tampered}")
             detail = self._effects.purge(entry.uuid, entry.path)

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Protocol
 
 from nova_orphans import exits
-from nova_orphans.act.manifest import Kept, Manifest
+from nova_orphans.act.quarantine.manifest import Kept, Manifest
 from nova_orphans.exceptions import NovaOrphansError
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from oslo_utils.imageutils import format_inspector
 
 from nova_orphans.act.effects import EffectError
-from nova_orphans.act.paths import first_symlink, fsync_path
+from nova_orphans.act.quarantine.paths import first_symlink, fsync_path
 
 LOG = logging.getLogger(__name__)
 

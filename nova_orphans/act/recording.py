@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
-import libvirt
-
-from nova_orphans.act import live, paths
+from nova_orphans import virt
+from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
-from nova_orphans.act.manifest import Kept, Manifest
-from nova_orphans.observe import hypervisor
+from nova_orphans.act.quarantine import files, paths
+from nova_orphans.act.quarantine.manifest import Kept, Manifest
 
 
 class RecordingEffects:
@@ -44,12 +42,11 @@ class RecordingEffects:
         conn = live.open_connection(self._uri, read_only=True)
         try:
             # NOTE: a read-only connection may not ask for secure fields.
-            return str(conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
-        except libvirt.libvirtError as err:
-            raise EffectError(f"read the XML of {uuid}: {hypervisor.libvirt_reason(err)}") from err
+            return virt.definition(conn.lookupByUUIDString(uuid), secure=False)
+        except virt.Error as err:
+            raise EffectError(f"read the XML of {uuid}: {virt.reason(err)}") from err
         finally:
-            with contextlib.suppress(libvirt.libvirtError):
-                conn.close()
+            virt.close(conn)
 
     def quarantine_dir(self, uuid: str, stamp: str) -> str:
         """Record; the directory a live run would create (nothing is created)."""
@@ -85,7 +82,7 @@ class RecordingEffects:
         if not paths.is_canonical_uuid(uuid):
             return FilesResult(False, f"dry run: {uuid!r} is not a canonical UUID")
         source = os.path.join(self._instances_path, uuid)
-        target = os.path.join(directory, live.FILES_DIR)
+        target = files.files_dir(directory)
         return FilesResult(False, f"dry run: would move {source} to {target} if safe")
 
     def saved_quarantines(self, uuid: str) -> list[SavedQuarantine]:

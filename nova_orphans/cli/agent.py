@@ -17,7 +17,7 @@ from nova_orphans import conf as config
 from nova_orphans import exits
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
-from nova_orphans.act.paths import write_durably
+from nova_orphans.act.quarantine.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf

@@ -14,10 +14,10 @@ from typing import Any
 
 from nova_orphans import conf as config
 from nova_orphans import exits
-from nova_orphans.act import quarantine, retention
-from nova_orphans.act import restore as guarded
 from nova_orphans.act.actuator import Actuator, Steps
 from nova_orphans.act.effects import EffectError
+from nova_orphans.act.quarantine import entries as quarantine
+from nova_orphans.act.quarantine import restore, retention
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core import gate
@@ -164,12 +164,12 @@ def _restore(
     nova = NovaObserver(transport_from_conf(conf))
 
     def define(entry: QuarantineEntry, start: bool) -> str:
-        return quarantine.restore(
+        return restore.bring_back(
             entry, settings.libvirt_uri, settings.instances_path, paths.quarantine, start
         )
 
     try:
-        restored = guarded.restore(
+        restored = restore.guarded_restore(
             entry,
             nova=nova,
             host=settings.host,
@@ -183,7 +183,7 @@ def _restore(
             force=args.force,
             saved_state=quarantine.has_managed_save(entry),
         )
-    except guarded.RestoreRefused as exc:
+    except restore.RestoreRefused as exc:
         return common.fail(exits.ERROR, f"refused: {exc}")
     if restored.warning:
         common.warn(restored.warning)

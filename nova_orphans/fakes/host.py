@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable
 
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
-from nova_orphans.act.manifest import BackingFile, Kept, Manifest
+from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest
 from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError

@@ -9,56 +9,14 @@ active, one ``jobInfo``.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import types
-import urllib.parse
 import xml.etree.ElementTree as ET
 from typing import Any
 
-import libvirt
-
+from nova_orphans import virt
 from nova_orphans.core import model
 from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.observe import domain_xml, errors
-
-_STATES = {
-    libvirt.VIR_DOMAIN_NOSTATE: model.DomainState.NOSTATE,
-    libvirt.VIR_DOMAIN_RUNNING: model.DomainState.RUNNING,
-    libvirt.VIR_DOMAIN_BLOCKED: model.DomainState.BLOCKED,
-    libvirt.VIR_DOMAIN_PAUSED: model.DomainState.PAUSED,
-    libvirt.VIR_DOMAIN_SHUTDOWN: model.DomainState.SHUTDOWN,
-    libvirt.VIR_DOMAIN_SHUTOFF: model.DomainState.SHUTOFF,
-    libvirt.VIR_DOMAIN_CRASHED: model.DomainState.CRASHED,
-    libvirt.VIR_DOMAIN_PMSUSPENDED: model.DomainState.PMSUSPENDED,
-}
-# (state, reason) pairs that by themselves mean a migration is under way,
-# e.g. the paused incoming copy on the destination or a post-copy phase.
-_MIGRATING = frozenset(
-    {
-        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_MIGRATION),
-        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_POSTCOPY),
-        (libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED),
-        (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_POSTCOPY),
-        (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_RUNNING_POSTCOPY_FAILED),
-    }
-)
-INACTIVE_STATES = (
-    libvirt.VIR_DOMAIN_SHUTOFF,
-    libvirt.VIR_DOMAIN_CRASHED,
-    libvirt.VIR_DOMAIN_NOSTATE,
-)
-_JOB_RUNNING = (libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
-#: The scan's one bulk call asks for the state and what each domain consumes.
-#: NOTE: without VIR_CONNECT_GET_ALL_DOMAINS_STATS_ENFORCE_STATS a driver answers
-#: what it supports (the test driver: the state alone); the rest comes from the XML.
-SCAN_STATS = (
-    libvirt.VIR_DOMAIN_STATS_STATE
-    | libvirt.VIR_DOMAIN_STATS_CPU_TOTAL
-    | libvirt.VIR_DOMAIN_STATS_BALLOON
-    | libvirt.VIR_DOMAIN_STATS_VCPU
-    | libvirt.VIR_DOMAIN_STATS_BLOCK
-)
 
 
 class LibvirtObserver:
@@ -67,7 +25,7 @@ class LibvirtObserver:
     Use ``LibvirtObserver.open(uri)``, ideally as a context manager.
     """
 
-    def __init__(self, conn: libvirt.virConnect, uri: str) -> None:
+    def __init__(self, conn: virt.Connection, uri: str) -> None:
         self._conn = conn
         self._uri = uri
         self._jobs_supported = True
@@ -75,14 +33,10 @@ class LibvirtObserver:
     @classmethod
     def open(cls, uri: str) -> LibvirtObserver:
         """Open ``uri`` read-only; raise ``HypervisorUnreachable`` when that fails."""
-        libvirt.registerErrorHandler(ignore_errors, None)
-        _require_test_world(uri)
         try:
-            conn = libvirt.openReadOnly(uri)
-        except libvirt.libvirtError as err:
-            raise errors.HypervisorUnreachable(uri=uri, reason=libvirt_reason(err)) from err
-        if conn is None:  # very old bindings return None instead of raising
-            raise errors.HypervisorUnreachable(uri=uri, reason="connection failed")
+            conn = virt.open_connection(uri, read_only=True)
+        except virt.Unreachable as err:
+            raise errors.HypervisorUnreachable(uri=uri, reason=err.reason) from err
         return cls(conn, uri)
 
     @property
@@ -92,8 +46,7 @@ class LibvirtObserver:
 
     def close(self) -> None:
         """Close the connection; errors while closing are irrelevant and ignored."""
-        with contextlib.suppress(libvirt.libvirtError):
-            self._conn.close()
+        virt.close(self._conn)
 
     def __enter__(self) -> LibvirtObserver:
         return self
@@ -116,7 +69,7 @@ class LibvirtObserver:
             hostname = self._conn.getHostname()
             hypervisor_type = self._conn.getType()
             capabilities = self._conn.getCapabilities()
-        except libvirt.libvirtError as err:
+        except virt.Error as err:
             raise self._error(err) from err
         try:
             host_uuid = ET.fromstring(capabilities).findtext("host/uuid")
@@ -131,16 +84,13 @@ class LibvirtObserver:
         any other libvirt failure raises ``HypervisorError``.
         """
         try:
-            stats = self._conn.getAllDomainStats(SCAN_STATS, 0)
-            transient = {
-                dom.UUIDString()
-                for dom in self._conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)
-            }
-        except libvirt.libvirtError as err:
+            stats = virt.all_domain_stats(self._conn)
+            transient = virt.transient_uuids(self._conn)
+        except virt.Error as err:
             raise self._error(err) from err
         found = []
         for dom, record in stats:
-            state, reason = _state_of(record)
+            state, reason = virt.state_of(record)
             domain = self._read(dom, state, reason, dom.UUIDString() not in transient, record)
             if domain is not None:
                 found.append(domain)
@@ -152,16 +102,16 @@ class LibvirtObserver:
             dom = self._conn.lookupByUUIDString(uuid)
             state, reason = dom.state()
             persistent = bool(dom.isPersistent())
-            stats = self._conn.domainListGetStats([dom], SCAN_STATS, 0)
-        except libvirt.libvirtError as err:
-            if is_gone(err):
+            stats = virt.domain_stats(self._conn, dom)
+        except virt.Error as err:
+            if virt.is_gone(err):
                 return None
             raise self._error(err) from err
-        return self._read(dom, state, reason, persistent, stats[0][1] if stats else None)
+        return self._read(dom, state, reason, persistent, stats)
 
     def _read(
         self,
-        dom: libvirt.virDomain,
+        dom: virt.Domain,
         state: int,
         reason: int,
         persistent: bool,
@@ -171,8 +121,8 @@ class LibvirtObserver:
             xml = dom.XMLDesc(0)
             found = _metadata_element(dom)
             job_active = self._job_active(dom, state, reason)
-        except libvirt.libvirtError as err:
-            if is_gone(err):
+        except virt.Error as err:
+            if virt.is_gone(err):
                 return None
             raise self._error(err) from err
         try:
@@ -183,49 +133,45 @@ class LibvirtObserver:
         return model.Domain(
             uuid=dom.UUIDString(),
             name=dom.name(),
-            state=_STATES.get(state, model.DomainState.NOSTATE),
+            state=virt.domain_state(state),
             persistent=persistent,
             job_active=job_active,
             metadata=metadata,
             metadata_error=metadata_error,
             disks=parsed.disks,
             interfaces=parsed.interfaces,
-            usage=usage_of(stats or {}, parsed, state not in INACTIVE_STATES),
+            usage=usage_of(stats or {}, parsed, not virt.is_inactive(state)),
         )
 
-    def _job_active(self, dom: libvirt.virDomain, state: int, reason: int) -> bool:
-        if (state, reason) in _MIGRATING:
+    def _job_active(self, dom: virt.Domain, state: int, reason: int) -> bool:
+        if virt.is_migrating(state, reason):
             return True
-        if state in INACTIVE_STATES or not self._jobs_supported:
+        if virt.is_inactive(state) or not self._jobs_supported:
             return False
         try:
-            job_type = dom.jobInfo()[0]
-        except libvirt.libvirtError as err:
-            code = err.get_error_code()
-            if code == libvirt.VIR_ERR_NO_SUPPORT:
+            return virt.job_running(dom)
+        except virt.Error as err:
+            if virt.is_unsupported(err):
                 # NOTE: a driver without job support (the test driver) cannot
                 # migrate either; stop asking it for every domain.
                 self._jobs_supported = False
                 return False
-            if code == libvirt.VIR_ERR_OPERATION_INVALID:
+            if virt.is_invalid_now(err):
                 # NOTE: libvirt refuses job info on e.g. an incoming migration's
                 # destination; when we cannot tell, assume a job is running.
                 return True
             raise
-        return job_type in _JOB_RUNNING
 
-    def _error(self, err: libvirt.libvirtError) -> errors.HypervisorError:
-        return errors.HypervisorError(uri=self._uri, reason=libvirt_reason(err))
+    def _error(self, err: virt.Error) -> errors.HypervisorError:
+        return errors.HypervisorError(uri=self._uri, reason=virt.reason(err))
 
 
-def _metadata_element(dom: libvirt.virDomain) -> tuple[str, str] | None:
+def _metadata_element(dom: virt.Domain) -> tuple[str, str] | None:
     """The Nova metadata element and its namespace, newest namespace first."""
     for namespace in domain_xml.NOVA_NAMESPACES:
-        try:
-            return dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, namespace), namespace
-        except libvirt.libvirtError as err:
-            if err.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN_METADATA:
-                raise
+        element = virt.metadata_element(dom, namespace)
+        if element is not None:
+            return element, namespace
     return None
 
 
@@ -278,36 +224,3 @@ def _local_disk_bytes(stats: dict[str, Any], disks: tuple[model.Disk, ...]) -> i
                 return None
             total += int(taken)
     return total
-
-
-def _state_of(record: dict[str, int]) -> tuple[int, int]:
-    return record.get("state.state", libvirt.VIR_DOMAIN_NOSTATE), record.get("state.reason", 0)
-
-
-def _require_test_world(uri: str) -> None:
-    """Refuse a ``test:///<file>`` URI whose file is missing.
-
-    NOTE: the test driver would parse it with libxml2, which prints its own
-    warning to stderr; the operator gets our one line instead.
-    """
-    parsed = urllib.parse.urlsplit(uri)
-    if (
-        parsed.scheme == "test"
-        and parsed.path not in ("", "/default")
-        and not os.path.isfile(parsed.path)
-    ):
-        raise errors.HypervisorUnreachable(uri=uri, reason=f"no such file {parsed.path}")
-
-
-def is_gone(err: libvirt.libvirtError) -> bool:
-    """True when the error says the domain does not exist (any more)."""
-    return bool(err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN)
-
-
-def libvirt_reason(err: libvirt.libvirtError) -> str:
-    """libvirt's message on one line."""
-    return " ".join(str(err.get_error_message() or err).split())
-
-
-def ignore_errors(_ctx: object, _err: object) -> None:
-    """Keep libvirt from printing every error to stderr; we report them ourselves."""

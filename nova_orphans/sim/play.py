@@ -10,9 +10,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nova_orphans.act import restore
 from nova_orphans.act.actuator import Outcome, Steps
 from nova_orphans.act.effects import Effects
+from nova_orphans.act.quarantine import restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core import gate
@@ -300,7 +300,7 @@ class Run:
 
         try:
             with self.journal.quarantine_held(0):
-                restore.restore(
+                restore.guarded_restore(
                     entries[-1],
                     nova=self.observer,
                     host=HOST,

@@ -6,9 +6,8 @@ import datetime
 import pathlib
 
 from nova_orphans.act.actuator import Steps
+from nova_orphans.act.quarantine.restore import Restored, guarded_restore
 from nova_orphans.act.recording import RecordingEffects
-from nova_orphans.act.restore import Restored
-from nova_orphans.act.restore import restore as guarded_restore
 from nova_orphans.agent import Agent, CycleResult, no_context
 from nova_orphans.core import gate
 from nova_orphans.core.model import DomainState, Kind

@@ -15,7 +15,7 @@ import pathlib
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans.act.restore import RestoreRefused
+from nova_orphans.act.quarantine.restore import RestoreRefused
 from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.fakes.nova import Fault

@@ -19,11 +19,11 @@ import libvirt
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans.act import manifest as manifests
-from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.live import LiveEffects
+from nova_orphans.act.quarantine import entries
+from nova_orphans.act.quarantine import manifest as manifests
 from nova_orphans.core.classify import classify
 from nova_orphans.core.decide import Decision, Plan
 from nova_orphans.core.gate import SafetyVerdict
@@ -195,7 +195,7 @@ def test_a_reap_cut_short_by_a_full_disk_after_the_undefine_stays_restorable_wit
     assert f"{host.uuid}  yes " in line, line
     journal = Journal(str(host.journal_path))
     try:
-        (entry,) = quarantine.entries(journal, str(host.quarantine))
+        (entry,) = entries.entries(journal, str(host.quarantine))
         assert (entry.uuid, entry.path) == (host.uuid, str(directory))
     finally:
         journal.close()

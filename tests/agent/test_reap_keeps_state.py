@@ -8,8 +8,8 @@ import datetime
 
 import pytest
 
-from nova_orphans.act import manifest
-from nova_orphans.act.manifest import Manifest
+from nova_orphans.act.quarantine import manifest
+from nova_orphans.act.quarantine.manifest import Manifest
 from nova_orphans.core.model import Kind
 from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import SimWorld

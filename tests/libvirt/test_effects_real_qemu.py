@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 import libvirt
 import pytest
 
-from nova_orphans import cli
-from nova_orphans.act import live, manifest, quarantine
+from nova_orphans import cli, virt
+from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError
+from nova_orphans.act.quarantine import manifest, restore
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import QuarantineEntry
 
@@ -65,7 +66,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
             dom = conn.lookupByUUIDString(uuid)
             if dom.isActive():
                 dom.destroy()
-            live.undefine_with_fallback(dom)  # with its managed save and snapshots
+            virt.undefine_with_fallback(dom)  # with its managed save and snapshots
         except libvirt.libvirtError as err:
             if err.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
                 failures.append(f"{uuid}: {err}")
@@ -106,8 +107,8 @@ def _reap(effects: live.LiveEffects, uuid: str, files: bool = False) -> Quaranti
 
 
 def _restore(entry: QuarantineEntry, uri: str, instances: str, start: bool = False) -> str:
-    """``quarantine.restore`` of ``entry`` into ``instances``."""
-    return quarantine.restore(entry, uri, instances, worlds.quarantine_root_of(entry.path), start)
+    """``restore.bring_back`` of ``entry`` into ``instances``."""
+    return restore.bring_back(entry, uri, instances, worlds.quarantine_root_of(entry.path), start)
 
 
 def _exists(conn: libvirt.virConnect, uuid: str) -> bool:

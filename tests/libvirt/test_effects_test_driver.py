@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterator
 import libvirt
 import pytest
 
-from nova_orphans.act import images, live, manifest, quarantine
+from nova_orphans import virt
+from nova_orphans.act import images, live
 from nova_orphans.act.effects import EffectError, FilesResult
+from nova_orphans.act.quarantine import manifest, restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import QuarantineEntry
@@ -76,7 +78,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
         if dom.isActive():
             dom.destroy()
         if persistent:
-            live.undefine_with_fallback(dom)  # with its managed save and snapshots
+            virt.undefine_with_fallback(dom)  # with its managed save and snapshots
 
 
 @pytest.fixture
@@ -93,9 +95,9 @@ def effects(tmp_path: pathlib.Path) -> Iterator[live.LiveEffects]:
 
 
 def _restore(entry: QuarantineEntry, tmp_path: pathlib.Path, start: bool = False) -> str:
-    """``quarantine.restore`` of ``entry`` into this test's instances path."""
+    """``restore.bring_back`` of ``entry`` into this test's instances path."""
     root = worlds.quarantine_root_of(entry.path)
-    return quarantine.restore(entry, URI, str(tmp_path / "instances"), root, start)
+    return restore.bring_back(entry, URI, str(tmp_path / "instances"), root, start)
 
 
 def _gone(conn: libvirt.virConnect, uuid: str) -> bool:
@@ -432,7 +434,7 @@ def test_a_restore_whose_start_fails_and_whose_undo_fails_says_so_everywhere(
     def undefine_refused(dom: libvirt.virDomain) -> str:
         raise libvirt.libvirtError("Requested operation is not valid: domain is locked")
 
-    monkeypatch.setattr(live, "undefine_with_fallback", undefine_refused)
+    monkeypatch.setattr(virt, "undefine_with_fallback", undefine_refused)
     with pytest.raises(EffectError, match=r"start failed: .*undoing failed too") as raised:
         _restore(entry, tmp_path, start=True)
     assert "the guest is defined in libvirt, not started" in str(raised.value)

@@ -26,8 +26,10 @@ from xml.sax.saxutils import quoteattr
 import libvirt
 import pytest
 
-from nova_orphans.act import live, manifest
+from nova_orphans import virt
+from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError
+from nova_orphans.act.quarantine import manifest
 from nova_orphans.fakes import libvirt_node as worlds
 
 pytestmark = pytest.mark.libvirtd
@@ -64,7 +66,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
     yield _define
     for uuid in made:
         with contextlib.suppress(libvirt.libvirtError):
-            live.undefine_with_fallback(conn.lookupByUUIDString(uuid))
+            virt.undefine_with_fallback(conn.lookupByUUIDString(uuid))
 
 
 @pytest.fixture

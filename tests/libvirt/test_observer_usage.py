@@ -8,6 +8,7 @@ from typing import Any
 
 import libvirt
 
+from nova_orphans import virt
 from nova_orphans.core import model
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
@@ -29,7 +30,7 @@ class _Counting:
 
     def getAllDomainStats(self, stats: int, flags: int) -> Any:
         self.calls["getAllDomainStats"] += 1
-        assert stats == hypervisor.SCAN_STATS
+        assert stats == virt.SCAN_STATS
         records = self._conn.getAllDomainStats(stats, flags)
         # NOTE: the test driver answers the state alone; these are what QEMU answers.
         return [

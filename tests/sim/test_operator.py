@@ -13,7 +13,7 @@ import pytest
 import nova_orphans.agent as agent_module
 from nova_orphans import audit, config_check
 from nova_orphans import conf as config
-from nova_orphans.act import restore as restore_module
+from nova_orphans.act.quarantine import restore as restore_module
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import identity
 from nova_orphans.core.holds import Hold

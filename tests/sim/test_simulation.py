@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from nova_orphans.act import retention
 from nova_orphans.act.actuator import Actuator
-from nova_orphans.act.manifest import Kept
+from nova_orphans.act.quarantine import retention
+from nova_orphans.act.quarantine.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
 from nova_orphans.fakes.host import SimulatedEffects

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
-from nova_orphans.act import live, paths, quarantine
+from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError
+from nova_orphans.act.quarantine import files, paths
 from nova_orphans.core import leftovers, model
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.journal import QuarantineEntry
@@ -284,7 +285,7 @@ def test_instance_directory_moves_into_quarantine_and_back_byte_identical(host: 
     assert not (host.instances / UUID).exists()
     assert _tree(pathlib.Path(directory) / "files") == original
 
-    detail = quarantine.restore_files(_entry(directory), str(host.instances))
+    detail = files.move_files_back(_entry(directory), str(host.instances))
     assert detail == f"moved the instance directory back to {host.instances / UUID}"
     assert _tree(host.instances / UUID) == original
     assert not (pathlib.Path(directory) / "files").exists()
@@ -297,7 +298,7 @@ def test_restoring_files_never_overwrites_an_instance_directory(host: Host) -> N
     assert effects.move_instance_files(UUID, directory).moved
     (host.instances / UUID).mkdir()
     with pytest.raises(EffectError, match="exists; not overwritten"):
-        quarantine.restore_files(_entry(directory), str(host.instances))
+        files.move_files_back(_entry(directory), str(host.instances))
     assert (pathlib.Path(directory) / "files" / "disk").is_file()
 
 

@@ -9,8 +9,8 @@ import pathlib
 
 import pytest
 
-from nova_orphans.act import manifest
-from nova_orphans.act.manifest import BackingFile, Kept, Manifest, ManifestError
+from nova_orphans.act.quarantine import manifest
+from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest, ManifestError
 
 UUID = "3f0c9a64-5d1e-4c2b-9a7f-0e1d2c3b4a59"
 STAMP = "20240501T120000Z"

@@ -21,8 +21,8 @@ import jsonschema
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans.act import manifest, quarantine
-from nova_orphans.act.manifest import BackingFile, Kept, Manifest
+from nova_orphans.act.quarantine import entries, manifest
+from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 from tests import report_schema
 
@@ -330,7 +330,7 @@ def test_the_restore_guard_learns_of_a_managed_save_from_the_manifest(state: Sta
     plain = state.entry(YOUNG, 1)
     for directory, uuid, expected in ((suspended, OLD, True), (plain, YOUNG, False)):
         entry = QuarantineEntry(uuid, directory.name, "misplaced", str(directory), True, [])
-        assert quarantine.has_managed_save(entry) is expected
+        assert entries.has_managed_save(entry) is expected
 
 
 def _purge_at_a_terminal(state: State, answer: str, *extra: str) -> subprocess.CompletedProcess:
@@ -491,8 +491,9 @@ def test_purge_refuses_an_entry_not_to_be_trusted_and_purges_nothing(
 
 def test_the_agents_retention_purge_fails_an_entry_not_to_be_trusted(state: State) -> None:
     """The agent's purge goes through the same check: that entry fails, the others go."""
-    from nova_orphans.act import live, retention
+    from nova_orphans.act import live
     from nova_orphans.act.actuator import Actuator
+    from nova_orphans.act.quarantine import retention
     from nova_orphans.core.gate import SafetyVerdict
 
     (state.root / "victim").write_bytes(b"precious")

@@ -13,8 +13,8 @@ import dataclasses
 import datetime
 import os
 
-from nova_orphans.act import quarantine
 from nova_orphans.act.actuator import Actuator
+from nova_orphans.act.quarantine import entries
 from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import counts_after
 from nova_orphans.record.journal import Journal, QuarantineEntry, RetentionSighting
@@ -49,7 +49,7 @@ def expired(
     the part of ``older_than`` still left when it was first seen implies.
     """
     cutoff = now - older_than
-    listed = quarantine.entries(journal, quarantine_root, with_copies=True)
+    listed = entries.entries(journal, quarantine_root, with_copies=True)
     if cycles is not None:
         listed = [e for e in listed if _cycles_passed(journal, e, now, older_than, cycles)]
     return [e for e in listed if e.reaped_time <= cutoff]

@@ -1,6 +1,8 @@
 """Path and file-system checks for moving guest files, and durable writes.
 
-Nothing here follows a symlink or trusts a path it did not check.
+Nothing here follows a symlink or trusts a path it did not check. The shape of a
+quarantine directory, ``<quarantine_root>/<uuid>/<stamp>``, is checked here and
+nowhere else (``entry_refusal``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import stat
 import uuid as uuidlib
 
 DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
+#: The ``<stamp>`` level of a quarantine directory: a reap's time stamp.
+STAMP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}")
 
 #: File systems that are local to one host: the only ones whose instance
 #: directories are moved without ``allow_shared_storage_reap``. Every other type
@@ -36,6 +40,23 @@ def is_canonical_uuid(value: str) -> bool:
         return str(uuidlib.UUID(value)) == value
     except (ValueError, TypeError, AttributeError):
         return False
+
+
+def entry_refusal(uuid: str, path: str, root: str | None = None) -> str | None:
+    """Why ``path`` is not the quarantine directory ``<root>/<uuid>/<stamp>`` of ``uuid``.
+
+    None when it is: a canonical UUID, and a directory exactly two levels below
+    ``root``, in the UUID's own directory, with no symlink on the way. Without
+    ``root`` the directory's own grandparent is taken as the root.
+    """
+    if not is_canonical_uuid(uuid):
+        return f"{uuid!r} is not a canonical UUID"
+    path = os.path.abspath(path)
+    root = os.path.abspath(root) if root else os.path.dirname(os.path.dirname(path))
+    refusal = path_refusal(root, path)
+    if refusal is None and os.path.relpath(path, root).split(os.sep)[:-1] != [uuid]:
+        refusal = f"{path} is not a quarantine directory of {uuid} under {root}"
+    return refusal
 
 
 def path_refusal(base: str, path: str) -> str | None:

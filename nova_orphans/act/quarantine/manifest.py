@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from nova_orphans import exits
-from nova_orphans.act import paths
+from nova_orphans.act.quarantine import paths
 from nova_orphans.core.model import Kind
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.record.journal import STAMP_FORMAT

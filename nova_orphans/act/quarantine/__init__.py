@@ -1,0 +1,1 @@
+"""The quarantine: its paths, manifests, entries, files, restore and retention."""
