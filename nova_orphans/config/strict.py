@@ -194,3 +194,12 @@ def writable_file(path: str, what: str) -> None:
         raise ConfigError(f"{what}: directory {directory} is not writable")
     if os.path.isdir(path):
         raise ConfigError(f"{what} is a directory")
+
+
+def require_readable(path: str) -> None:
+    """``path`` is a file this process can read; else ``ConfigError`` naming it and why."""
+    try:
+        with open(path, encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
