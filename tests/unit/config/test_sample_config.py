@@ -6,7 +6,7 @@ import pathlib
 import subprocess
 import sys
 
-from nova_orphans import conf
+from nova_orphans.config import opts
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -33,6 +33,6 @@ def test_the_committed_sample_matches_the_generator(tmp_path):
 
 
 def test_every_option_has_help_text():
-    for group, options in conf.list_opts():
+    for group, options in opts.list_opts():
         for opt in options:
             assert opt.help, f"[{group or 'DEFAULT'}] {opt.name} has no help text"
