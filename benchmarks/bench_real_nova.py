@@ -78,8 +78,7 @@ from benchmarks.nova_costs import (
     records_in,
 )
 from nova_orphans import agent as agent_loop
-from nova_orphans import audit, exits
-from nova_orphans import conf as config
+from nova_orphans import audit, config, exits
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable

@@ -89,8 +89,8 @@ def nova_state_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 
     Returns that directory: a test writes a ``compute_id`` there as nova-compute would.
     """
-    from nova_orphans import conf
+    from nova_orphans.config import nova_compute
 
     directory = tmp_path_factory.mktemp("nova-state")
-    monkeypatch.setattr(conf, "NOVA_STATE_DIRS", (str(directory),))
+    monkeypatch.setattr(nova_compute, "NOVA_STATE_DIRS", (str(directory),))
     return directory

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from nova_orphans import agent as agent_loop
-from nova_orphans import conf as config
-from nova_orphans import exits
+from nova_orphans import config, exits
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.quarantine.paths import write_durably

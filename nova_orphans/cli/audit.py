@@ -7,8 +7,7 @@ import dataclasses
 import tempfile
 from typing import Any
 
-from nova_orphans import audit, exits
-from nova_orphans import conf as config
+from nova_orphans import audit, config, exits
 from nova_orphans.cli import common, configure
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind

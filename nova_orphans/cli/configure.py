@@ -10,7 +10,7 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from nova_orphans import conf as config
+from nova_orphans import config
 from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, one_line
 from nova_orphans.version import tool_version
 

@@ -18,8 +18,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
-from nova_orphans import conf as config
-from nova_orphans import exits
+from oslo_config import cfg
+
+from nova_orphans import config, exits
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
@@ -96,7 +97,7 @@ def write_metrics(result: FleetReport, path: str) -> None:
         raise config.ConfigError(f"--metrics-textfile {path}: {exc.strerror or exc}") from exc
 
 
-def settings_from(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
+def settings_from(conf: cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
     """Command-line values win over ``[fleet]``; raises ``ConfigError`` on a bad template."""
     template = args.uri_template or conf.fleet.uri_template
     if "{host}" not in template:
@@ -200,7 +201,7 @@ def exit_code(result: FleetReport) -> int:
     return exits.FOUND if result.has_orphans else exits.OK
 
 
-def handle_reports(conf: config.cfg.ConfigOpts, args: argparse.Namespace) -> int:
+def handle_reports(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     """``fleet audit --reports DIR|-``: merge the hosts' reports; returns the exit code."""
     scan_only = [f"--{n}" for n in ("hosts", "uri_template", "concurrency", "timeout")
                  if getattr(args, n) is not None]  # fmt: skip

@@ -12,8 +12,7 @@ import os
 import sys
 from typing import Any
 
-from nova_orphans import conf as config
-from nova_orphans import exits
+from nova_orphans import config, exits
 from nova_orphans.act.actuator import Actuator, Steps
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import entries as quarantine

@@ -194,8 +194,8 @@ def write_compute_id(node_uuid: str) -> pathlib.Path:
     ``nova_state_dirs``): this machine's compute proves it is Nova's node of its host
     (docs/design.md rule 10).
     """
-    from nova_orphans import conf
+    from nova_orphans.config import nova_compute
 
-    path = pathlib.Path(conf.NOVA_STATE_DIRS[0]) / "compute_id"
+    path = pathlib.Path(nova_compute.NOVA_STATE_DIRS[0]) / "compute_id"
     path.write_text(node_uuid)
     return path

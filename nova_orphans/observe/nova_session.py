@@ -10,7 +10,6 @@ from typing import Any
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
-from oslo_config import cfg
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError
@@ -100,8 +99,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def transport_from_conf(conf: cfg.ConfigOpts, group: str = "nova") -> KeystoneTransport:
-    """Build the transport from ``[nova] cloud`` or the section's keystoneauth options."""
+def transport_from_conf(conf: Any, group: str = "nova") -> KeystoneTransport:
+    """Build the transport from ``[nova] cloud`` or the section's keystoneauth options.
+
+    ``conf`` is the loaded configuration (``nova_orphans.config.load``), handed in
+    by the command line and read here by keystoneauth's own loaders only.
+    """
     section = conf[group]
     if section.cloud:
         return KeystoneTransport(_adapter_from_cloud(section.cloud))

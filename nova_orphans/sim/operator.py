@@ -3,7 +3,7 @@
 Every agent start in a history (the first one, a restart after the operator edits
 the config, a restart after a crash) renders the ``Setup`` and the operator's
 current edits as a real INI file and loads it with the product's own strict loader
-(``nova_orphans.conf.load``, docs/design.md rule 11); the agent's host, libvirt URI,
+(``nova_orphans.config.load``, docs/design.md rule 11); the agent's host, libvirt URI,
 policy and deny list come from what it loaded. A typo'd file must be refused, and a
 file that loads must give the agent exactly the setup's policy.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from nova_orphans import conf as config
-from nova_orphans.config_check import ConfigError
+from nova_orphans import config
+from nova_orphans.config import ConfigError
 from nova_orphans.core.model import Selector
 from nova_orphans.core.policy import Policy
 from nova_orphans.sim.cloud import HOST, OTHER

@@ -300,9 +300,10 @@ def test_no_compute_id_reachable_and_no_pin_is_unproven_and_the_agent_acts_on_no
     and type agree; the view is unproven: audit warns in one line and still reports, the
     agent told to stop unknown guests at once stops nothing, says why and exports 0. Then,
     with lvhost's node UUID pinned, the same agent acts: the identity was the only brake."""
-    from nova_orphans import conf
+    from nova_orphans.config import nova_compute
 
-    present = [d for d in conf.NOVA_STATE_DIRS_DEFAULT if (pathlib.Path(d) / "compute_id").exists()]
+    defaults = nova_compute.NOVA_STATE_DIRS_DEFAULT
+    present = [d for d in defaults if (pathlib.Path(d) / "compute_id").exists()]
     assert not present, f"this machine has a compute_id of its own in {present}"
     config = write_bare_config(tmp_path)
     config.write_text(config.read_text().replace("action_unknown = reap", "action_unknown = stop"))

@@ -20,7 +20,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
-from nova_orphans import conf as config
+from nova_orphans import config
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, Finding, NovaMetadata

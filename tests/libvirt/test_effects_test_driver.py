@@ -54,6 +54,9 @@ def conn() -> Iterator[libvirt.virConnect]:
 def define(conn: libvirt.virConnect) -> Iterator[Define]:
     """Define (and by default start) a Nova-like test domain; all are removed afterwards."""
     made: list[str] = []
+    # NOTE: taken now: a test may patch the seam's undefine, and the autouse fixtures'
+    # monkeypatch is undone only after this fixture's clean-up.
+    undefine = virt.undefine_with_fallback
 
     def _define(
         *, running: bool = True, transient: bool = False, nvram: str | None = None
@@ -78,7 +81,7 @@ def define(conn: libvirt.virConnect) -> Iterator[Define]:
         if dom.isActive():
             dom.destroy()
         if persistent:
-            virt.undefine_with_fallback(dom)  # with its managed save and snapshots
+            undefine(dom)  # with its managed save and snapshots
 
 
 @pytest.fixture

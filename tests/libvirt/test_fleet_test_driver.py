@@ -13,8 +13,7 @@ from typing import NoReturn
 
 import pytest
 
-from nova_orphans import cli, exits
-from nova_orphans import conf as config
+from nova_orphans import cli, config, exits
 from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.core.model import Domain, Kind

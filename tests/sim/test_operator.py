@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 
 import nova_orphans.agent as agent_module
-from nova_orphans import audit, config_check
-from nova_orphans import conf as config
+from nova_orphans import audit, config
 from nova_orphans.act.quarantine import restore as restore_module
+from nova_orphans.config import strict
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import identity
 from nova_orphans.core.holds import Hold
@@ -149,12 +149,12 @@ def test_a_typod_config_is_refused_and_no_agent_runs_until_it_is_right():
 
 @pytest.mark.parametrize("typo", sorted(operator.TYPOS))
 def test_every_typo_the_operator_makes_is_refused_by_the_loader(typo, tmp_path):
-    with pytest.raises(config_check.ConfigError):
+    with pytest.raises(strict.ConfigError):
         operator.load(Setup(), operator.Config(typo=typo), str(tmp_path))
 
 
 def test_a_loader_that_ignores_unknown_keys_breaks_the_config_invariant(monkeypatch):
-    monkeypatch.setattr(config_check.ConfigFiles, "check_keys", lambda self, groups: None)
+    monkeypatch.setattr(strict.ConfigFiles, "check_keys", lambda self, groups: None)
     found = trial.replay(TYPO).violations
     assert checks.CONFIG in {v.invariant for v in found}
     assert "typo 'dryrun' loaded" in next(v for v in found if v.invariant == checks.CONFIG).detail

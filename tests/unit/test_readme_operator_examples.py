@@ -108,7 +108,7 @@ def test_the_strict_config_example_is_the_line_a_typo_gives(tmp_path):
 def test_the_configuration_example_loads_as_written(tmp_path):
     """The README's minimal configuration and the configuration guide's
     [DEFAULT]/[libvirt]/[nova]/[services] example pass the strict loader."""
-    from nova_orphans import conf as config
+    from nova_orphans import config
 
     etc = tmp_path / "etc"
     (etc / "nova").mkdir(parents=True)

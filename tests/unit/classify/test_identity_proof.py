@@ -16,9 +16,9 @@ import uuid as uuidlib
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans import conf as config
 from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
+from nova_orphans.config import nova_compute
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 
@@ -100,9 +100,9 @@ def test_a_compute_id_in_kollas_nova_compute_volume_proves_it(host, capsys, tmp_
     volume.mkdir(parents=True)
     (volume / "compute_id").write_text(host.node)
     monkeypatch.setattr(
-        config,
+        nova_compute,
         "NOVA_STATE_DIRS",
-        tuple(str(root / d.lstrip("/")) for d in config.NOVA_STATE_DIRS_DEFAULT),
+        tuple(str(root / d.lstrip("/")) for d in nova_compute.NOVA_STATE_DIRS_DEFAULT),
     )
     code, document, err = host.audit(capsys, host.config())
     assert (code, err) == (exits.FOUND, "")

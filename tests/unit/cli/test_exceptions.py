@@ -14,7 +14,7 @@ from oslo_config import cfg
 import nova_orphans
 from nova_orphans import exits
 from nova_orphans.cli import failures
-from nova_orphans.config_check import ConfigError
+from nova_orphans.config import ConfigError
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.record.journal import JournalLocked, QuarantineBusy

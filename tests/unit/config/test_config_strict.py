@@ -17,9 +17,9 @@ import sys
 import pytest
 from oslo_config import cfg
 
-from nova_orphans import cli, config_check, exits
-from nova_orphans import conf as config
+from nova_orphans import cli, config, exits
 from nova_orphans.act.recording import RecordingEffects
+from nova_orphans.config import loading, opts, strict
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 
@@ -375,13 +375,13 @@ def test_files_of_the_default_config_directory_are_checked_too(tmp_path):
     directory.mkdir()
     (directory / "10-typo.conf").write_text("[agent]\ndryrun = true\n")
     conf = cfg.ConfigOpts()
-    config.register(conf)
+    loading.register(conf)
     conf(
         args=[],
         default_config_files=[write(tmp_path, "[agent]\ninterval = 60\n")],
         default_config_dirs=[str(directory)],
     )
-    files = config_check.ConfigFiles(conf)
+    files = strict.ConfigFiles(conf)
     assert [p for p, _ in files.parsed] == [
         str(tmp_path / "nova-orphans.conf"),
         str(directory / "10-typo.conf"),
@@ -389,7 +389,7 @@ def test_files_of_the_default_config_directory_are_checked_too(tmp_path):
     with pytest.raises(
         config.ConfigError, match=r"10-typo.conf: \[agent\] dryrun is not an option"
     ):
-        files.check_keys(config._groups([]))
+        files.check_keys(opts.groups([]))
 
 
 # ------------------------------------------------------ a valid sample; oslo-config-validator

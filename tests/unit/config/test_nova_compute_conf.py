@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from nova_orphans import conf as config
+from nova_orphans import config
+from nova_orphans.config import nova_compute
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 
 
@@ -26,7 +27,7 @@ def test_instances_path_follows_state_path_as_in_nova(tmp_path):
     nova = write(tmp_path / "nova.conf", "[DEFAULT]\nstate_path = /srv/nova\n")
     got = settings(tmp_path, f"[DEFAULT]\nnova_config_file = {nova}\n")
     assert got.instances_path == "/srv/nova/instances"
-    assert got.compute_id_dirs == (str(tmp_path), "/srv/nova", *config.NOVA_STATE_DIRS)
+    assert got.compute_id_dirs == (str(tmp_path), "/srv/nova", *nova_compute.NOVA_STATE_DIRS)
 
 
 def test_an_interpolated_instances_path_is_resolved(tmp_path):
@@ -54,7 +55,7 @@ def test_nova_compute_conf_after_nova_conf_wins_and_config_dirs_come_last(tmp_pa
     assert got.host == "cmp-7"
     assert got.libvirt_uri == "lxc:///"
     assert got.instances_path == "/srv/b/i"
-    assert got.compute_id_dirs == (str(etc), "/srv/b", *config.NOVA_STATE_DIRS)
+    assert got.compute_id_dirs == (str(etc), "/srv/b", *nova_compute.NOVA_STATE_DIRS)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_without_nova_compute_config_nova_defaults_apply(tmp_path):
     assert got.host == socket.gethostname()
     assert got.instances_path == DEFAULT_INSTANCES_PATH == "/var/lib/nova/instances"
     assert got.libvirt_uri == "qemu:///system"
-    assert got.compute_id_dirs == config.NOVA_STATE_DIRS
+    assert got.compute_id_dirs == nova_compute.NOVA_STATE_DIRS
 
 
 def test_our_settings_win_over_nova_computes(tmp_path):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 import subprocess
 import sys
 
-from nova_orphans import conf
+import tomllib
+
+from nova_orphans.config import opts
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 
@@ -33,6 +36,16 @@ def test_the_committed_sample_matches_the_generator(tmp_path):
 
 
 def test_every_option_has_help_text():
-    for group, options in conf.list_opts():
+    for group, options in opts.list_opts():
         for opt in options:
             assert opt.help, f"[{group or 'DEFAULT'}] {opt.name} has no help text"
+
+
+def test_the_generator_namespace_is_the_options_aggregate():
+    """oslo-config-generator, oslo-config-validator and the docs' option reference read the
+    ``nova_orphans`` namespace: it must name the one list of every group's options."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    module, _, name = project["entry-points"]["oslo.config.opts"]["nova_orphans"].partition(":")
+    assert getattr(importlib.import_module(module), name) is opts.list_opts
+    groups = [group for group, _ in opts.list_opts()]
+    assert groups == [None, "libvirt", "agent", "metrics", "fleet", "nova", "services"]

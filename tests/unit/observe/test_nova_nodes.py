@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from nova_orphans import conf as config
+from nova_orphans import config
+from nova_orphans.config import nova_compute
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe import nova_nodes
 from nova_orphans.observe.errors import NovaError
@@ -94,7 +95,7 @@ def test_compute_id_directories_come_from_nova_conf_and_where_nova_compute_keeps
     ours = tmp_path / "ours.conf"
     ours.write_text(f"[DEFAULT]\nnova_config_file = {tmp_path / 'nova.conf'}\n")
     settings = config.host_settings(config.load([str(ours)]))
-    defaults = list(config.NOVA_STATE_DIRS)
+    defaults = list(nova_compute.NOVA_STATE_DIRS)
     assert list(settings.compute_id_dirs) == [d.format(etc=tmp_path) for d in dirs] + defaults
     assert list(config.host_settings(config.load([])).compute_id_dirs) == defaults
 
@@ -103,7 +104,7 @@ def test_by_default_the_packages_state_path_and_kolla_volumes_are_searched():
     """Without any config the tool looks where nova-compute keeps its state as packaged
     (state_path /var/lib/nova) and where kolla-ansible's nova_compute named volume is
     (mounted on /var/lib/nova in its container), under Docker and Podman."""
-    assert config.NOVA_STATE_DIRS_DEFAULT == (
+    assert nova_compute.NOVA_STATE_DIRS_DEFAULT == (
         "/var/lib/nova",
         "/var/lib/docker/volumes/nova_compute/_data",
         "/var/lib/containers/storage/volumes/nova_compute/_data",

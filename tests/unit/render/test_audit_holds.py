@@ -8,7 +8,7 @@ import json
 import pathlib
 import sqlite3
 
-from nova_orphans import conf as config
+from nova_orphans import config
 from nova_orphans.audit import AuditReport
 from nova_orphans.cli import audit
 from nova_orphans.core.holds import Hold

@@ -9,7 +9,8 @@ a config the operator never meant. So:
 - every file oslo.config reads is read again with oslo.config's own parser, and
   each group and key in it must be one of ours (``ConfigFiles.check_keys``);
 - every value of every option is read once, at load time (``check_values``);
-- a few checks oslo.config cannot express live here too (``writable_file``).
+- a few checks oslo.config cannot express live here too (``require_readable``,
+  ``writable_file``).
 
 Each failure is one ``ConfigError`` naming the file, the group and the key, in
 the operator's words; nothing of oslo.config's internals.
@@ -194,3 +195,12 @@ def writable_file(path: str, what: str) -> None:
         raise ConfigError(f"{what}: directory {directory} is not writable")
     if os.path.isdir(path):
         raise ConfigError(f"{what} is a directory")
+
+
+def require_readable(path: str) -> None:
+    """``path`` is a file this process can read; else ``ConfigError`` naming it and why."""
+    try:
+        with open(path, encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc

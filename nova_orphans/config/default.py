@@ -1,0 +1,103 @@
+"""``[DEFAULT]``: the audited host, where nova-compute's config is, and what is never an orphan.
+
+The options are few on purpose. Where a compute host already has them in its
+``nova.conf`` (host name, instances path, libvirt URI) we read them from there
+when told where it is, so the tool sees the host exactly as nova-compute does.
+oslo.log's options (``debug``, ``log_file``…) share this group.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import uuid
+from typing import Any
+
+from oslo_config import cfg, types
+
+from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
+
+
+class UUIDItem(types.String):
+    """One item of a UUID list option (``deny_uuids``, ``allow_uuids``), made canonical."""
+
+    def __init__(self) -> None:
+        super().__init__(type_name="UUID")
+
+    def __call__(self, value: Any) -> str:
+        try:
+            return str(uuid.UUID(str(value)))
+        except ValueError:
+            # NOTE: oslo.config's List retries a bad item joined with the next one
+            # ("bad,next") and reports the last try; the first part is the culprit.
+            raise ValueError(f"{str(value).split(',')[0].strip()!r} is not a UUID") from None
+
+
+default_opts = [
+    cfg.StrOpt(
+        "host",
+        help="Name of this compute host as Nova knows it (nova-compute's [DEFAULT] host). "
+        "Default: nova-compute's, read from its config (nova_config_file, nova_config_dir), "
+        "else this machine's host name (as nova-compute's default).",
+    ),
+    cfg.ListOpt(
+        "nova_config_file",
+        default=[],
+        help="The config files nova-compute is started with, in the same order (later files "
+        "win), e.g. /etc/nova/nova.conf,/etc/nova/nova-compute.conf. host, instances_path and "
+        "the libvirt connection URI then default to nova-compute's own values (its "
+        "interpolation and defaults: instances_path = $state_path/instances, connection_uri "
+        "from [libvirt] virt_type), and nova-compute's compute_id is looked for next to these "
+        "files and under its state_path too.",
+    ),
+    cfg.Opt(
+        "compute_node_uuid",
+        type=UUIDItem(),
+        help="The UUID of Nova's compute node of this host (openstack hypervisor show), "
+        "pinned. Names (host, hypervisor hostname and type) are no proof that Nova's node "
+        "is this machine: another cloud or region can have a compute of the same names. "
+        "Nothing is acted on until a node UUID found on this machine proves it: "
+        "nova-compute's compute_id file (looked for next to nova_config_file, under its "
+        f"state_path, in {NOVA_STATE_PATH} and in kolla-ansible's nova_compute volume) or "
+        "this option; when both are there, both must name the node.",
+    ),
+    cfg.ListOpt(
+        "nova_config_dir",
+        default=[],
+        help="The config directories nova-compute is started with (its --config-dir, as kolla "
+        "and OpenStack-Ansible lay them out): their ``*.conf`` files are read in name order, after "
+        "nova_config_file.",
+    ),
+    cfg.StrOpt(
+        "instances_path",
+        help="Where Nova keeps instance directories. Default: nova-compute's "
+        f"(from its config, else {DEFAULT_INSTANCES_PATH}). Give the real path: files are "
+        "never moved through a symlink, so a symlinked instances path means files are left in "
+        "place and reported.",
+    ),
+    cfg.ListOpt(
+        "deny_uuids",
+        item_type=UUIDItem(),
+        default=[],
+        help="Instance/domain UUIDs that are never treated as orphans (reported as protected).",
+    ),
+    cfg.ListOpt(
+        "deny_name_patterns",
+        default=[],
+        help="Shell-style patterns of domain names that are never treated as orphans, "
+        "e.g. ``test-*``.",
+    ),
+]
+
+
+@functools.lru_cache(maxsize=1)
+def logging_opts() -> tuple[cfg.Opt, ...]:
+    """oslo.log's options (``debug``, ``log_file``, ``use_journal``…), as every service has.
+
+    NOTE: taken from oslo.log's ``oslo.config.opts`` entry point, the list its own
+    sample-config namespace (``oslo.log``) documents. Looked up once per process:
+    each lookup reads every installed distribution's entry points (start-up time of
+    a cold CLI run).
+    """
+    (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
+    return tuple(opt for _, opts in entry.load()() for opt in opts)
