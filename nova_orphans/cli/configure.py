@@ -11,7 +11,8 @@ from oslo_config import cfg
 from oslo_log import log as oslo_log
 
 from nova_orphans import conf as config
-from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, one_line
+from nova_orphans.cli.common import DEFAULT_CONFIG_FILE
+from nova_orphans.exceptions import one_line
 from nova_orphans.version import tool_version
 
 LOG = logging.getLogger(__name__)

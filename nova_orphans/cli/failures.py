@@ -8,8 +8,8 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from nova_orphans import exits
-from nova_orphans.cli.common import fail, one_line
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.cli.common import fail
+from nova_orphans.exceptions import NovaOrphansError, one_line
 
 LOG = logging.getLogger(__name__)
 
