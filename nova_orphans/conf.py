@@ -29,6 +29,7 @@ from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 from nova_orphans.core.model import Kind, Selector
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
+from nova_orphans.exceptions import one_line
 
 NOVA_GROUP = "nova"
 #: This host's live-agent lock: a fixed path on the host, so that every agent on it finds
@@ -726,9 +727,7 @@ class NovaComputeConf:
                 "[libvirt] connection_uri, virt_type)"
             ) from exc
         except cfg.Error as exc:
-            raise ConfigError(
-                f"nova-compute config ({where}): {' '.join(str(exc).split())}"
-            ) from exc
+            raise ConfigError(f"nova-compute config ({where}): {one_line(exc)}") from exc
 
 
 def policy(conf: cfg.ConfigOpts) -> Policy:

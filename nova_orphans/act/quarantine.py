@@ -24,6 +24,7 @@ from nova_orphans.act import live, paths
 from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError
 from nova_orphans.core.policy import Step
+from nova_orphans.exceptions import one_line
 from nova_orphans.observe import hypervisor
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 
@@ -557,4 +558,4 @@ def _reason_of(err: Exception) -> str:
         return hypervisor.libvirt_reason(err)
     if isinstance(err, OSError):
         return paths.os_reason(err)
-    return " ".join(str(err).split())
+    return one_line(err)

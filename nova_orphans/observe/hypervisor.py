@@ -20,6 +20,7 @@ import libvirt
 
 from nova_orphans.core import model
 from nova_orphans.core.identity import LibvirtIdentity
+from nova_orphans.exceptions import one_line
 from nova_orphans.observe import domain_xml, errors
 
 _STATES = {
@@ -306,7 +307,7 @@ def is_gone(err: libvirt.libvirtError) -> bool:
 
 def libvirt_reason(err: libvirt.libvirtError) -> str:
     """libvirt's message on one line."""
-    return " ".join(str(err.get_error_message() or err).split())
+    return one_line(err.get_error_message() or err)
 
 
 def ignore_errors(_ctx: object, _err: object) -> None:
