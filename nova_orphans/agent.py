@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from nova_orphans import audit as pipeline
-from nova_orphans import exits
 from nova_orphans.act import quarantine, retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
@@ -60,15 +59,9 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing found, 3 found but nothing done, 5 a shared-volume danger and nothing
-        done, 4 acted, 1 error (``run --once``)."""
-        if self.error:
-            return exits.ERROR
-        if any(o.outcome == "done" and not o.dry_run for o in self.outcomes):
-            return exits.ACTED
-        if self.report and self.report.shared_volumes:
-            return exits.SHARED_VOLUME
-        return exits.FOUND if self.report and self.report.has_orphans else exits.OK
+        """What ``run --once`` exits with (``audit.exit_code``): 4 when it acted."""
+        acted = any(o.outcome == "done" and not o.dry_run for o in self.outcomes)
+        return pipeline.exit_code(self.report, acted=acted, failed=bool(self.error))
 
 
 class MeteredTransport:
@@ -277,7 +270,7 @@ class Agent:
         NOTE: docs/design.md rule 12: a guest someone started after the agent stopped
         it is the operator's decision, not a new orphan; it stays on hold until released.
         """
-        holds = {**self._live_holds(), **self.journal.holds()}
+        holds = {**pipeline.read_holds(self.live_journal_path), **self.journal.holds()}
         started = started_by_someone_else(
             findings, self.journal.last_live_steps(), self.journal.last_releases(), holds
         )
@@ -291,18 +284,6 @@ class Agent:
             )
         self.metrics.on_hold.set(len(holds))
         return holds
-
-    def _live_holds(self) -> dict[str, Hold]:
-        """The live agent's holds, for a dry run beside it (none when there is no journal)."""
-        if not self.live_journal_path:
-            return {}
-        live = Journal.read_only(self.live_journal_path)
-        if live is None:
-            return {}
-        try:
-            return live.holds()
-        finally:
-            live.close()
 
     def _purge_expired(self, actuator: Actuator, now: datetime.datetime) -> None:
         """Purge quarantine entries older than ``retention`` through the cycle's actuator
