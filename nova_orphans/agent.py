@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from nova_orphans import audit as pipeline
-from nova_orphans.act import quarantine, retention
+from nova_orphans.act import retention
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
+from nova_orphans.act.reconcile import reconcile
 from nova_orphans.core import danger, gate
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
@@ -32,7 +33,7 @@ from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver, Transport
 from nova_orphans.observe.nova_tracker import NovaTracker
-from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
+from nova_orphans.record.journal import Journal, QuarantineBusy
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 
@@ -355,59 +356,7 @@ class Agent:
 
     def reconcile(self) -> list[str]:
         """Close intents a crash left open, from what libvirt shows now; repeat nothing."""
-        notes: list[str] = []
-        open_intents = self.journal.open_intents()
-        if not open_intents:
-            return notes
-        with self.open_hypervisor() as hypervisor:
-            for intent in open_intents:
-                domain = hypervisor.lookup_domain(intent.uuid)
-                detail = self._reconciled(intent.uuid, intent.kind, intent.step, domain)
-                self.journal.finish(intent.id, "reconciled", detail, self.clock())
-                # The guest must be seen afresh before anything else happens to it.
-                self.journal.forget(intent.uuid)
-                notes.append(f"{intent.uuid} {intent.step}: {detail}")
-                LOG.warning(
-                    "reconciled interrupted step uuid=%s step=%s: %s",
-                    intent.uuid,
-                    intent.step,
-                    detail,
-                )
-        return notes
-
-    def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
-        if step == retention.STEP:
-            return retention.reconciled(self.journal, uuid, self.clock())
-        if step == quarantine.RESTORE_STEP:
-            return quarantine.reconciled(self.journal, uuid, defined=domain is not None)
-        if step == "stop":
-            if domain is None or not domain.is_active:
-                return "completed before the interruption (guest not running)"
-            return "interrupted; guest still running; not repeated"
-        if domain is not None:
-            return "interrupted before undefine; domain still defined; not repeated"
-        saved = self._adopt_quarantine(uuid, kind)
-        return f"completed: domain undefined; quarantine {saved or 'not found'}"
-
-    def _adopt_quarantine(self, uuid: str, kind: str) -> str | None:
-        """Bring the journal in line with the quarantine a crash interrupted.
-
-        An undefined guest whose quarantine the journal does not know, or whose
-        files were moved after the journal last heard of it, stays restorable.
-        """
-        known = {
-            e.reaped_at: e for e in self.journal.quarantine(include_done=True) if e.uuid == uuid
-        }
-        latest = None
-        for saved in self.effects.saved_quarantines(uuid):
-            entry = known.get(saved.stamp)
-            if entry is None:
-                entry = QuarantineEntry(uuid, saved.stamp, kind, saved.directory, False, [])
-                self.journal.add_quarantine(entry)
-            if saved.files_moved and not entry.files_moved:
-                self.journal.mark_files_moved(entry)
-            latest = saved.directory
-        return latest
+        return reconcile(self.journal, self.effects, self.open_hypervisor, self.clock)
 
 
 def next_wait(interval: float, jitter: float) -> float:
