@@ -18,7 +18,7 @@ from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransp
 from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.observe.services import KeystoneClient, sibling
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:
@@ -113,6 +113,8 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
             f"danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
             f"findings: {'; '.join(sorted(unknown))}"
         )
-    as_json = args.format == "json"
-    print(report.render_json(result) if as_json else report.render_table(result, args.wide))
+    if args.format == "json":
+        print(render_host.render_json(result))
+    else:
+        print(render_host.render_table(result, args.wide))
     return audit.exit_code(result)

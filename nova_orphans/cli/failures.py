@@ -17,7 +17,7 @@ LOG = logging.getLogger(__name__)
 CONFIG_ERRORS = (cfg.Error, ks_exc.ClientException)
 
 
-def report(exc: Exception) -> int:
+def explain(exc: Exception) -> int:
     """Say why ``exc`` stopped the sub-command, in one line; return the exit code."""
     if isinstance(exc, NovaOrphansError):
         # NOTE: the message names what failed (libvirt, Nova, the journal...), and why.

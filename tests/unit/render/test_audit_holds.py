@@ -14,7 +14,7 @@ from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
 from nova_orphans.record.journal import Journal
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 U = "11111111-2222-3333-4444-555555555555"
@@ -65,13 +65,13 @@ def held_report() -> tuple[AuditReport, str]:
 
 def test_a_held_finding_is_still_classified_and_shows_its_hold():
     result, reason = held_report()
-    row = report.render_table(result, wide=True).splitlines()[1]
+    row = render_host.render_table(result, wide=True).splitlines()[1]
     assert row.startswith("deleted") and U in row
     assert row.endswith(f"Nova deleted the server; on hold since {NOW.isoformat()} ({reason})")
-    narrow = report.render_table(result).splitlines()[1]
+    narrow = render_host.render_table(result).splitlines()[1]
     assert narrow.startswith("deleted") and U in narrow
     assert narrow.endswith("ON HOLD; Nova deleted the server")
-    (record,) = json.loads(report.render_json(result))["findings"]
+    (record,) = json.loads(render_host.render_json(result))["findings"]
     assert record["kind"] == "deleted"
     assert record["hold"] == {"since": NOW.isoformat(), "reason": reason}
     assert result.has_orphans  # exit 3 as before: a held orphan is still an orphan
