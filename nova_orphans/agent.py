@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from nova_orphans import audit as pipeline
-from nova_orphans import exits
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
-from nova_orphans.act.quarantine import restore, retention
+from nova_orphans.act.quarantine import retention
+from nova_orphans.act.reconcile import reconcile
 from nova_orphans.core import danger, gate
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
@@ -33,7 +33,7 @@ from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.nova import NovaObserver, Transport
 from nova_orphans.observe.nova_tracker import NovaTracker
-from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
+from nova_orphans.record.journal import Journal, QuarantineBusy
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 
@@ -60,15 +60,9 @@ class CycleResult:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing found, 3 found but nothing done, 5 a shared-volume danger and nothing
-        done, 4 acted, 1 error (``run --once``)."""
-        if self.error:
-            return exits.ERROR
-        if any(o.outcome == "done" and not o.dry_run for o in self.outcomes):
-            return exits.ACTED
-        if self.report and self.report.shared_volumes:
-            return exits.SHARED_VOLUME
-        return exits.FOUND if self.report and self.report.has_orphans else exits.OK
+        """What ``run --once`` exits with (``audit.exit_code``): 4 when it acted."""
+        acted = any(o.outcome == "done" and not o.dry_run for o in self.outcomes)
+        return pipeline.exit_code(self.report, acted=acted, failed=bool(self.error))
 
 
 class MeteredTransport:
@@ -277,7 +271,7 @@ class Agent:
         NOTE: docs/design.md rule 12: a guest someone started after the agent stopped
         it is the operator's decision, not a new orphan; it stays on hold until released.
         """
-        holds = {**self._live_holds(), **self.journal.holds()}
+        holds = {**pipeline.read_holds(self.live_journal_path), **self.journal.holds()}
         started = started_by_someone_else(
             findings, self.journal.last_live_steps(), self.journal.last_releases(), holds
         )
@@ -291,18 +285,6 @@ class Agent:
             )
         self.metrics.on_hold.set(len(holds))
         return holds
-
-    def _live_holds(self) -> dict[str, Hold]:
-        """The live agent's holds, for a dry run beside it (none when there is no journal)."""
-        if not self.live_journal_path:
-            return {}
-        live = Journal.read_only(self.live_journal_path)
-        if live is None:
-            return {}
-        try:
-            return live.holds()
-        finally:
-            live.close()
 
     def _purge_expired(self, actuator: Actuator, now: datetime.datetime) -> None:
         """Purge quarantine entries older than ``retention`` through the cycle's actuator
@@ -374,59 +356,7 @@ class Agent:
 
     def reconcile(self) -> list[str]:
         """Close intents a crash left open, from what libvirt shows now; repeat nothing."""
-        notes: list[str] = []
-        open_intents = self.journal.open_intents()
-        if not open_intents:
-            return notes
-        with self.open_hypervisor() as hypervisor:
-            for intent in open_intents:
-                domain = hypervisor.lookup_domain(intent.uuid)
-                detail = self._reconciled(intent.uuid, intent.kind, intent.step, domain)
-                self.journal.finish(intent.id, "reconciled", detail, self.clock())
-                # The guest must be seen afresh before anything else happens to it.
-                self.journal.forget(intent.uuid)
-                notes.append(f"{intent.uuid} {intent.step}: {detail}")
-                LOG.warning(
-                    "reconciled interrupted step uuid=%s step=%s: %s",
-                    intent.uuid,
-                    intent.step,
-                    detail,
-                )
-        return notes
-
-    def _reconciled(self, uuid: str, kind: str, step: str, domain: Domain | None) -> str:
-        if step == retention.STEP:
-            return retention.reconciled(self.journal, uuid, self.clock())
-        if step == restore.RESTORE_STEP:
-            return restore.reconciled(self.journal, uuid, defined=domain is not None)
-        if step == "stop":
-            if domain is None or not domain.is_active:
-                return "completed before the interruption (guest not running)"
-            return "interrupted; guest still running; not repeated"
-        if domain is not None:
-            return "interrupted before undefine; domain still defined; not repeated"
-        saved = self._adopt_quarantine(uuid, kind)
-        return f"completed: domain undefined; quarantine {saved or 'not found'}"
-
-    def _adopt_quarantine(self, uuid: str, kind: str) -> str | None:
-        """Bring the journal in line with the quarantine a crash interrupted.
-
-        An undefined guest whose quarantine the journal does not know, or whose
-        files were moved after the journal last heard of it, stays restorable.
-        """
-        known = {
-            e.reaped_at: e for e in self.journal.quarantine(include_done=True) if e.uuid == uuid
-        }
-        latest = None
-        for saved in self.effects.saved_quarantines(uuid):
-            entry = known.get(saved.stamp)
-            if entry is None:
-                entry = QuarantineEntry(uuid, saved.stamp, kind, saved.directory, False, [])
-                self.journal.add_quarantine(entry)
-            if saved.files_moved and not entry.files_moved:
-                self.journal.mark_files_moved(entry)
-            latest = saved.directory
-        return latest
+        return reconcile(self.journal, self.effects, self.open_hypervisor, self.clock)
 
 
 def next_wait(interval: float, jitter: float) -> float:

@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from nova_orphans import exits
 from nova_orphans.core import cost, danger, identity
 from nova_orphans.core.classify import classify
 from nova_orphans.core.holds import Hold
@@ -24,6 +25,7 @@ from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.errors import IdentityMismatch
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.record.journal import Journal
 
 
 class ObserveNova(Protocol):
@@ -94,6 +96,34 @@ class AuditReport:
     def count(self, kind: Kind) -> int:
         """How many findings of ``kind``."""
         return sum(1 for f in self.findings if f.kind is kind)
+
+
+def read_holds(journal_path: str | None) -> dict[str, Hold]:
+    """The guests on hold in the journal at ``journal_path``, read without locking or
+    changing it; none when there is no journal (or no path).
+
+    NOTE: docs/design.md rules 12 and 14: ``audit`` and a dry run beside the live agent
+    honour the live agent's holds, and never take its lock.
+    """
+    journal = Journal.read_only(journal_path) if journal_path else None
+    if journal is None:
+        return {}
+    try:
+        return journal.holds()
+    finally:
+        journal.close()
+
+
+def exit_code(report: AuditReport | None, *, acted: bool = False, failed: bool = False) -> int:
+    """What an audit (or one agent cycle) exits with: 1 it failed, 4 it acted, 5 a finding
+    endangers a shared volume, 3 it found orphans, else 0."""
+    if failed:
+        return exits.ERROR
+    if acted:
+        return exits.ACTED
+    if report is not None and report.shared_volumes:
+        return exits.SHARED_VOLUME
+    return exits.FOUND if report is not None and report.has_orphans else exits.OK
 
 
 def check_identity(

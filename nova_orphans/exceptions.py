@@ -27,3 +27,11 @@ class NovaOrphansError(Exception):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.kwargs = kwargs
         super().__init__(*args or (self.msg_fmt % kwargs,))
+
+
+def one_line(text: object) -> str:
+    """``text`` (an exception, a library's message) folded onto one line.
+
+    NOTE: every error the operator reads is one line; a library's message may span several.
+    """
+    return " ".join(str(text).split())

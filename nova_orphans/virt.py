@@ -21,7 +21,7 @@ import libvirt
 
 from nova_orphans import exits
 from nova_orphans.core import model
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 
 #: What every libvirt call raises.
 Error: TypeAlias = libvirt.libvirtError
@@ -140,7 +140,7 @@ def ignore_errors(_ctx: object, _err: object) -> None:
 
 def reason(err: Error) -> str:
     """libvirt's message on one line."""
-    return " ".join(str(err.get_error_message() or err).split())
+    return one_line(err.get_error_message() or err)
 
 
 def is_gone(err: Error) -> bool:

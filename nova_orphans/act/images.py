@@ -29,6 +29,7 @@ from oslo_utils.imageutils import format_inspector
 
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine.paths import first_symlink, fsync_path
+from nova_orphans.exceptions import one_line
 
 LOG = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ def _qemu_img_info(image: Image) -> dict[str, object]:
     except (OSError, subprocess.TimeoutExpired) as err:
         raise _unreadable(image.path, str(err)) from err
     if done.returncode != 0:
-        why = " ".join(done.stderr.split()) or f"{QEMU_IMG} exit {done.returncode}"
+        why = one_line(done.stderr) or f"{QEMU_IMG} exit {done.returncode}"
         raise _unreadable(image.path, why)
     try:
         info = json.loads(done.stdout)

@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a sub-command that needs neither Nova nor oslo.config does not load them.
         from nova_orphans.cli import failures
 
-        return failures.report(exc)
+        return failures.explain(exc)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 LOG = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _report_writer(path: str | None) -> Callable[[agent_loop.CycleResult], None]
     def write(result: agent_loop.CycleResult) -> None:
         if path and result.report is not None:
             try:
-                write_durably(path, report.render_json(result.report) + "\n")
+                write_durably(path, render_host.render_json(result.report) + "\n")
             except OSError as exc:
                 # NOTE: the report is for the fleet view; a full disk must not stop the agent.
                 LOG.error("report_file %s not written: %s", path, exc.strerror or exc)

@@ -7,9 +7,8 @@ import dataclasses
 import tempfile
 from typing import Any
 
-from nova_orphans import audit, config, exits
+from nova_orphans import audit, config
 from nova_orphans.cli import common, configure
-from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import DangerKind
 from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.hypervisor import LibvirtObserver
@@ -18,8 +17,7 @@ from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransp
 from nova_orphans.observe.nova_session import transport_from_conf as _transport
 from nova_orphans.observe.placement import PlacementObserver
 from nova_orphans.observe.services import KeystoneClient, sibling
-from nova_orphans.record.journal import Journal
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:
@@ -69,18 +67,8 @@ def run_audit(args: argparse.Namespace) -> int:
             services=services_from_conf(conf, transport),
             pinned_node=settings.pinned_node,
         )
-    return show(dataclasses.replace(result, holds=_holds(conf)), args)
-
-
-def _holds(conf: Any) -> dict[str, Hold]:
-    """The guests on hold, from the agent's journal read-only; none when there is no journal."""
-    journal = Journal.read_only(config.state_paths(conf).journal)
-    if journal is None:
-        return {}
-    try:
-        return journal.holds()
-    finally:
-        journal.close()
+    holds = audit.read_holds(config.state_paths(conf).journal)
+    return show(dataclasses.replace(result, holds=holds), args)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -124,8 +112,8 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
             f"danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
             f"findings: {'; '.join(sorted(unknown))}"
         )
-    as_json = args.format == "json"
-    print(report.render_json(result) if as_json else report.render_table(result, args.wide))
-    if result.shared_volumes:
-        return exits.SHARED_VOLUME
-    return exits.FOUND if result.has_orphans else exits.OK
+    if args.format == "json":
+        print(render_host.render_json(result))
+    else:
+        print(render_host.render_table(result, args.wide))
+    return audit.exit_code(result)

@@ -1,4 +1,4 @@
-"""Pieces every sub-command shares: usage errors, the clock, one-line errors.
+"""Pieces every sub-command shares: usage errors, the clock, one-line messages.
 
 NOTE: imported by ``nova-orphans`` before it knows the sub-command, so it imports
 no library: a cold run on a compute host pays only for what its sub-command uses.
@@ -27,11 +27,6 @@ class UsageError(NovaOrphansError):
 def now() -> datetime.datetime:
     """The wall clock, in UTC, to the second. The only clock the command line reads."""
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message folded onto one line."""
-    return " ".join(str(exc).split())
 
 
 def say(text: str, stream: TextIO | None = None, end: str = "\n") -> None:

@@ -11,7 +11,9 @@ from oslo_config import cfg
 from oslo_log import log as oslo_log
 
 from nova_orphans import config
-from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, one_line
+from nova_orphans.cli.common import DEFAULT_CONFIG_FILE
+from nova_orphans.exceptions import one_line
+from nova_orphans.render import table
 from nova_orphans.version import tool_version
 
 LOG = logging.getLogger(__name__)
@@ -50,12 +52,43 @@ def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = 
         ) from exc
     except oslo_log.LogConfigError as exc:
         raise config.ConfigError(f"[DEFAULT] log_config_append: {one_line(exc)}") from exc
+    escape_log_messages()
     LOG.debug("nova-orphans %s, config files: %s", tool_version(), conf.config_file or "none")
     if not agent and not conf.debug:
         for handler in logging.getLogger().handlers:
             if getattr(handler, "stream", None) is sys.stderr:
                 handler.setLevel(logging.WARNING)
                 handler.addFilter(_ours_or_errors)
+
+
+class EscapedMessage(logging.Filter):
+    """Shows the control and bidi characters of a record's message as escapes
+    (``table.escape``), whatever handler writes it.
+
+    NOTE: docs/design.md rule 20: a log line names what Nova, a guest or another host's
+    report chose; raw, an ESC sequence drives the terminal that tails the log, a newline
+    forges a log line and U+202E reorders one. The JSON on stdout is not logged: it stays exact.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True  # NOTE: a record whose arguments do not fit: the handler reports it
+        escaped = table.escape(message)
+        if escaped != message:
+            record.msg, record.args = escaped, ()
+        return True
+
+
+def escape_log_messages() -> None:
+    """Give every handler logging has (oslo.log's, or those of ``log_config_append``) the
+    ``EscapedMessage`` filter, once."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            if not any(isinstance(f, EscapedMessage) for f in handler.filters):
+                handler.addFilter(EscapedMessage())
 
 
 def _ours_or_errors(record: logging.LogRecord) -> bool:

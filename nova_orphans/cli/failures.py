@@ -8,8 +8,8 @@ from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 
 from nova_orphans import exits
-from nova_orphans.cli.common import fail, one_line
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.cli.common import fail
+from nova_orphans.exceptions import NovaOrphansError, one_line
 
 LOG = logging.getLogger(__name__)
 
@@ -17,7 +17,7 @@ LOG = logging.getLogger(__name__)
 CONFIG_ERRORS = (cfg.Error, ks_exc.ClientException)
 
 
-def report(exc: Exception) -> int:
+def explain(exc: Exception) -> int:
     """Say why ``exc`` stopped the sub-command, in one line; return the exit code."""
     if isinstance(exc, NovaOrphansError):
         # NOTE: the message names what failed (libvirt, Nova, the journal...), and why.

@@ -23,7 +23,7 @@ from nova_orphans.core import gate
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 from nova_orphans.render import history, table
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 #: Seconds ``restore`` and ``purge`` wait for a purge or restore under way.
 QUARANTINE_WAIT = 60.0
@@ -62,7 +62,7 @@ def show_history(args: argparse.Namespace) -> int:
     del events[args.limit :]
     if args.format == "json":
         records = [record for _, record, _ in events]
-        print(json.dumps(report.versioned({"events": records}), indent=2))
+        print(json.dumps(render_host.versioned({"events": records}), indent=2))
         return exits.OK
     rows = [(history.when(at, args.wide), *cells) for at, _, cells in events]
     columns = history.HISTORY_WIDE if args.wide else history.HISTORY
@@ -97,7 +97,7 @@ def list_quarantine(args: argparse.Namespace) -> int:
             }
             for item in listed
         ]
-        print(json.dumps(report.versioned({"entries": rows}), indent=2))
+        print(json.dumps(render_host.versioned({"entries": rows}), indent=2))
         return exits.OK
     columns = history.QUARANTINE_WIDE if args.wide else history.QUARANTINE
     found: list[tuple[str, ...]] = []

@@ -11,6 +11,7 @@ from oslo_config import cfg
 
 from nova_orphans.config.strict import ConfigError, require_readable
 from nova_orphans.core.leftovers import NOVA_STATE_PATH
+from nova_orphans.exceptions import one_line
 
 #: Where nova-compute keeps its state on a compute host when its config is not named
 #: (and where kolla keeps it whatever its nova.conf says): the packages' state_path, and
@@ -122,6 +123,4 @@ class NovaComputeConf:
                 "[libvirt] connection_uri, virt_type)"
             ) from exc
         except cfg.Error as exc:
-            raise ConfigError(
-                f"nova-compute config ({where}): {' '.join(str(exc).split())}"
-            ) from exc
+            raise ConfigError(f"nova-compute config ({where}): {one_line(exc)}") from exc

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from oslo_config import cfg
 
 from nova_orphans import exits
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 
 #: Options by group, as written in a config file ("DEFAULT" for the default group).
 Groups = Mapping[str, Sequence[cfg.Opt]]
@@ -131,7 +131,7 @@ class ConfigFiles:
                         "(write $$ for a literal $)"
                     ) from None
                 except cfg.Error as exc:
-                    raise ConfigError(f"{self.where(group, opt)}: {_one_line(exc)}") from None
+                    raise ConfigError(f"{self.where(group, opt)}: {one_line(exc)}") from None
 
     def setting(self, group: str, key: str) -> tuple[str, str, str] | None:
         """``(path, section, value)`` of the last file setting ``key`` in ``group``: the one
@@ -148,7 +148,7 @@ class ConfigFiles:
         if found is None:
             return f"[{group}] {opt.dest}"
         path, section, value = found
-        return f"{path}: [{section}] {opt.dest} = {'****' if opt.secret else _one_line(value)}"
+        return f"{path}: [{section}] {opt.dest} = {'****' if opt.secret else one_line(value)}"
 
 
 def _group_hint(section: str, groups: Groups) -> str:
@@ -180,10 +180,6 @@ def _nearest(word: str, candidates: Mapping[str, str]) -> str | None:
     """The candidate whose key is closest to ``word`` (difflib), or None when none is close."""
     matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=NEAR)
     return candidates[matches[0]] if matches else None
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 def writable_file(path: str, what: str) -> None:

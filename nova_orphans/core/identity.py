@@ -99,7 +99,9 @@ PROOF = frozenset({Check.COMPUTE_ID, Check.NODE_UUID})
 COMPARED = PROOF | {Check.HOSTNAME, Check.TYPE}
 
 
-class Outcome(str, enum.Enum):
+class CheckStatus(str, enum.Enum):
+    """What became of one check."""
+
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -109,10 +111,10 @@ class Outcome(str, enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    """One check, its outcome, and why."""
+    """One check, its status, and why."""
 
     check: Check
-    outcome: Outcome
+    status: CheckStatus
     detail: str
 
 
@@ -126,7 +128,7 @@ class State(str, enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The outcome of the identity comparison; ``reason`` is one line."""
+    """The result of the identity comparison; ``reason`` is one line."""
 
     host: str
     state: State
@@ -168,10 +170,10 @@ def verify(
 def _node_check(host: str, mine: list[NovaNode]) -> CheckResult:
     if not mine:
         return CheckResult(
-            Check.NOVA_NODE, Outcome.FAILED, f"Nova has no compute node for host {host!r}"
+            Check.NOVA_NODE, CheckStatus.FAILED, f"Nova has no compute node for host {host!r}"
         )
     nodes = ", ".join(f"{n.describe()} {n.uuid}" for n in mine)
-    return CheckResult(Check.NOVA_NODE, Outcome.PASSED, f"Nova's host {host!r} has {nodes}")
+    return CheckResult(Check.NOVA_NODE, CheckStatus.PASSED, f"Nova's host {host!r} has {nodes}")
 
 
 def _owner_check(libvirt: LibvirtIdentity, owners: list[NovaNode]) -> CheckResult:
@@ -179,16 +181,18 @@ def _owner_check(libvirt: LibvirtIdentity, owners: list[NovaNode]) -> CheckResul
         hosts = ", ".join(repr(n.host) for n in owners)
         return CheckResult(
             Check.LIBVIRT_OWNER,
-            Outcome.FAILED,
+            CheckStatus.FAILED,
             f"Nova knows {libvirt.uri} ({libvirt.hostname!r}) as the node of host {hosts}",
         )
-    return CheckResult(Check.LIBVIRT_OWNER, Outcome.PASSED, "no other host's node is this libvirt")
+    return CheckResult(
+        Check.LIBVIRT_OWNER, CheckStatus.PASSED, "no other host's node is this libvirt"
+    )
 
 
 def _libvirt_checks(mine: list[NovaNode], libvirt: LibvirtIdentity) -> list[CheckResult]:
     if not mine:
         why = "no node of this host to compare with"
-        return [CheckResult(c, Outcome.SKIPPED, why) for c in (Check.HOSTNAME, Check.TYPE)]
+        return [CheckResult(c, CheckStatus.SKIPPED, why) for c in (Check.HOSTNAME, Check.TYPE)]
     same_type = [n for n in mine if n.hypervisor_type == libvirt.hypervisor_type]
     if not same_type and all(n.hypervisor_type == NOVA_FAKE_TYPE for n in mine):
         # NOTE: Nova's fake driver has no hypervisor: whatever libvirt stands in for it
@@ -196,28 +200,28 @@ def _libvirt_checks(mine: list[NovaNode], libvirt: LibvirtIdentity) -> list[Chec
         # host's claim on this libvirt still fails, and a proof (compute_id, the pinned
         # node UUID) must pass before anything is done, as for every node.
         why = f"Nova's node is its {NOVA_FAKE_TYPE!r} driver: no hypervisor to compare"
-        return [CheckResult(c, Outcome.SKIPPED, why) for c in (Check.HOSTNAME, Check.TYPE)]
+        return [CheckResult(c, CheckStatus.SKIPPED, why) for c in (Check.HOSTNAME, Check.TYPE)]
     if not same_type:
         types = ", ".join(sorted({n.hypervisor_type for n in mine}))
         return [
-            CheckResult(Check.HOSTNAME, Outcome.SKIPPED, "the hypervisor types differ"),
+            CheckResult(Check.HOSTNAME, CheckStatus.SKIPPED, "the hypervisor types differ"),
             CheckResult(
                 Check.TYPE,
-                Outcome.FAILED,
+                CheckStatus.FAILED,
                 f"Nova's node is {types}, libvirt is {libvirt.hypervisor_type}",
             ),
         ]
-    type_ok = CheckResult(Check.TYPE, Outcome.PASSED, f"both {libvirt.hypervisor_type}")
+    type_ok = CheckResult(Check.TYPE, CheckStatus.PASSED, f"both {libvirt.hypervisor_type}")
     if any(n.hypervisor_hostname == libvirt.hostname for n in same_type):
         return [
-            CheckResult(Check.HOSTNAME, Outcome.PASSED, f"both {libvirt.hostname!r}"),
+            CheckResult(Check.HOSTNAME, CheckStatus.PASSED, f"both {libvirt.hostname!r}"),
             type_ok,
         ]
     names = ", ".join(repr(n.hypervisor_hostname) for n in same_type)
     return [
         CheckResult(
             Check.HOSTNAME,
-            Outcome.FAILED,
+            CheckStatus.FAILED,
             f"Nova's node is {names}, libvirt reports {libvirt.hostname!r}",
         ),
         type_ok,
@@ -227,21 +231,23 @@ def _libvirt_checks(mine: list[NovaNode], libvirt: LibvirtIdentity) -> list[Chec
 def _compute_id_check(host: str, mine: list[NovaNode], compute_id: LocalComputeId) -> CheckResult:
     if compute_id.unusable:
         # NOTE: nova-compute refuses to start on such a file; we do not guess past it.
-        return CheckResult(Check.COMPUTE_ID, Outcome.INCONCLUSIVE, "; ".join(compute_id.unusable))
+        return CheckResult(
+            Check.COMPUTE_ID, CheckStatus.INCONCLUSIVE, "; ".join(compute_id.unusable)
+        )
     if len(set(compute_id.uuids.values())) > 1:
         files = ", ".join(f"{path} holds {value}" for path, value in compute_id.uuids.items())
         return CheckResult(
-            Check.COMPUTE_ID, Outcome.INCONCLUSIVE, f"compute_id files disagree: {files}"
+            Check.COMPUTE_ID, CheckStatus.INCONCLUSIVE, f"compute_id files disagree: {files}"
         )
     if not compute_id.uuids:
-        return CheckResult(Check.COMPUTE_ID, Outcome.SKIPPED, compute_id.absent)
+        return CheckResult(Check.COMPUTE_ID, CheckStatus.SKIPPED, compute_id.absent)
     path, value = next(iter(compute_id.uuids.items()))
     return _uuid_check(Check.COMPUTE_ID, host, mine, value, f"{path} holds")
 
 
 def _pinned_check(host: str, mine: list[NovaNode], pinned: str | None) -> CheckResult:
     if pinned is None:
-        return CheckResult(Check.NODE_UUID, Outcome.SKIPPED, "no compute_node_uuid configured")
+        return CheckResult(Check.NODE_UUID, CheckStatus.SKIPPED, "no compute_node_uuid configured")
     return _uuid_check(Check.NODE_UUID, host, mine, pinned, "compute_node_uuid is")
 
 
@@ -250,13 +256,13 @@ def _uuid_check(
 ) -> CheckResult:
     """``source`` (a file, the config) names ``value``: is it Nova's node of ``host``?"""
     if not mine:
-        return CheckResult(check, Outcome.SKIPPED, "no node of this host to compare with")
+        return CheckResult(check, CheckStatus.SKIPPED, "no node of this host to compare with")
     if any(n.uuid == value for n in mine):
-        return CheckResult(check, Outcome.PASSED, f"{source} Nova's node {value}")
+        return CheckResult(check, CheckStatus.PASSED, f"{source} Nova's node {value}")
     uuids = ", ".join(n.uuid for n in mine)
     return CheckResult(
         check,
-        Outcome.FAILED,
+        CheckStatus.FAILED,
         f"{source} node UUID {value}, Nova's node of {host!r} is {uuids}",
     )
 
@@ -268,7 +274,7 @@ def _verdict(
     libvirt: LibvirtIdentity,
     results: tuple[CheckResult, ...],
 ) -> Verdict:
-    failed = [r for r in results if r.outcome is Outcome.FAILED]
+    failed = [r for r in results if r.status is CheckStatus.FAILED]
     nova_side = (
         f"Nova's host {host!r} is " + ", ".join(n.describe() for n in mine)
         if mine
@@ -290,11 +296,13 @@ def _verdict(
             results,
             f"identity mismatch: {nova_side}{joint}{libvirt_side} (failed: {why})",
         )
-    passed = [r.check.value for r in results if r.outcome is Outcome.PASSED and r.check in COMPARED]
-    doubtful = [r for r in results if r.outcome is Outcome.INCONCLUSIVE]
-    proven = any(r.outcome is Outcome.PASSED for r in results if r.check in PROOF)
+    passed = [
+        r.check.value for r in results if r.status is CheckStatus.PASSED and r.check in COMPARED
+    ]
+    doubtful = [r for r in results if r.status is CheckStatus.INCONCLUSIVE]
+    proven = any(r.status is CheckStatus.PASSED for r in results if r.check in PROOF)
     if proven and not doubtful:
-        skipped_checks = [r.check.value for r in results if r.outcome is Outcome.SKIPPED]
+        skipped_checks = [r.check.value for r in results if r.status is CheckStatus.SKIPPED]
         also = f"; skipped: {', '.join(skipped_checks)}" if skipped_checks else ""
         return Verdict(
             host,
@@ -304,7 +312,7 @@ def _verdict(
             f"(passed: {', '.join(passed)}{also})",
         )
     skipped = "; ".join(
-        f"{r.check.value}: {r.detail}" for r in results if r.outcome is Outcome.SKIPPED
+        f"{r.check.value}: {r.detail}" for r in results if r.status is CheckStatus.SKIPPED
     )
     if doubtful:
         why = "; ".join(f"{r.check.value}: {r.detail}" for r in doubtful)

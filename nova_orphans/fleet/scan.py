@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 from nova_orphans.core.hostname import NotAHostName, check_host_name
 from nova_orphans.core.model import Domain
+from nova_orphans.exceptions import one_line
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.hypervisor import LibvirtObserver
 
@@ -192,7 +193,7 @@ def _result(
     if exc is None:
         return HostScan(flight.host, flight.uri, domains, None, seconds)
     if isinstance(exc, ObserveError):
-        return HostScan(flight.host, flight.uri, None, " ".join(str(exc).split()), seconds)
+        return HostScan(flight.host, flight.uri, None, one_line(exc), seconds)
     raise exc
 
 

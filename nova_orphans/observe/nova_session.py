@@ -12,7 +12,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 
 from nova_orphans import exits
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 from nova_orphans.observe.errors import (
     KeystoneUnreachable,
     NovaAuthFailed,
@@ -55,9 +55,9 @@ class KeystoneTransport:
         except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
             raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            raise NovaUnreachable(endpoint=self._endpoint(), reason=_one_line(exc)) from exc
+            raise NovaUnreachable(endpoint=self._endpoint(), reason=one_line(exc)) from exc
         except ks_exc.ClientException as exc:
-            raise NovaError(reason=_one_line(exc)) from exc
+            raise NovaError(reason=one_line(exc)) from exc
         self.date = _http_date(response.headers.get("Date"))
         try:
             body = response.json() if response.content else None
@@ -73,9 +73,9 @@ class KeystoneTransport:
             raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
             auth_url = getattr(self._adapter.session.auth, "auth_url", None) or "Keystone"
-            raise KeystoneUnreachable(auth_url=auth_url, reason=_one_line(exc)) from exc
+            raise KeystoneUnreachable(auth_url=auth_url, reason=one_line(exc)) from exc
         except ks_exc.ClientException as exc:
-            raise NovaError(reason=_one_line(exc)) from exc
+            raise NovaError(reason=one_line(exc)) from exc
 
     def _endpoint(self) -> str:
         try:
@@ -93,10 +93,6 @@ def _http_date(value: str | None) -> datetime.datetime | None:
     if parsed is not None and parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.timezone.utc)  # "-0000": UTC, says RFC 5322
     return parsed
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def transport_from_conf(conf: Any, group: str = "nova") -> KeystoneTransport:
@@ -131,7 +127,7 @@ def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
     try:
         region = os_config.OpenStackConfig().get_one(cloud=cloud)
     except os_exc.ConfigException as exc:
-        raise CredentialsMissing(f"clouds.yaml: {_one_line(exc)}") from exc
+        raise CredentialsMissing(f"clouds.yaml: {one_line(exc)}") from exc
     # NOTE: a plain keystoneauth adapter on the cloud's session: the same transport
     # as the [nova] section, with the cloud's region, interface and endpoint override.
     return ks_adapter.Adapter(

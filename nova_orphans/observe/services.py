@@ -13,7 +13,7 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 
 from nova_orphans import exits
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 
 
 class ServiceError(NovaOrphansError):
@@ -48,12 +48,12 @@ class KeystoneClient:
             )
         except ks_exc.EndpointNotFound as exc:
             raise ServiceError(
-                f"{self.name}: no {service} endpoint in the service catalog ({_one_line(exc)})"
+                f"{self.name}: no {service} endpoint in the service catalog ({one_line(exc)})"
             ) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            raise ServiceError(f"{self.name} unreachable: {_one_line(exc)}") from exc
+            raise ServiceError(f"{self.name} unreachable: {one_line(exc)}") from exc
         except ks_exc.ClientException as exc:
-            raise ServiceError(f"{self.name}: {_one_line(exc)}") from exc
+            raise ServiceError(f"{self.name}: {one_line(exc)}") from exc
         try:
             body = response.json() if response.content else None
         except ValueError:
@@ -109,9 +109,5 @@ def _fault(body: Any) -> str:
             return str(errors[0].get("detail") or errors[0].get("title") or "no details")
         for fault in body.values():
             if isinstance(fault, dict) and "message" in fault:
-                return _one_line(fault["message"])
+                return one_line(fault["message"])
     return "no details"
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())

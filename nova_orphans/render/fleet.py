@@ -14,7 +14,7 @@ from nova_orphans.core import cost
 from nova_orphans.core import leftovers as host_side
 from nova_orphans.core.model import Finding, Kind
 from nova_orphans.fleet.audit import FleetReport, HostReport
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 from nova_orphans.render import table
 
 #: Kinds whose guest Nova already cleaned up after on its side (or forgot).
@@ -30,7 +30,7 @@ def leftovers(finding: Finding, instances_path: str) -> list[str]:
 
 def render_json(fleet: FleetReport) -> str:
     """The fleet report as one JSON document."""
-    return report.versioned_json(
+    return render_host.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
             "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
@@ -50,7 +50,7 @@ def _host_record(host: HostReport, instances_path: str) -> dict[str, Any]:
         "findings": None
         if host.findings is None
         else [
-            dict(report.finding_record(f), leftovers=leftovers(f, instances_path))
+            dict(render_host.finding_record(f), leftovers=leftovers(f, instances_path))
             for f in host.findings
         ],
     }
@@ -124,8 +124,8 @@ def render_table(fleet: FleetReport, wide: bool = False) -> str:
     for host in fleet.hosts:
         lines += table.fit(_host_line(host), wide)
         if host.findings:
-            rows = [report.table_row(f, wide=wide) for f in host.findings]
-            header, *found = table.render(report.columns(wide), rows, wide, indent="  ")
+            rows = [render_host.table_row(f, wide=wide) for f in host.findings]
+            header, *found = table.render(render_host.columns(wide), rows, wide, indent="  ")
             lines.append(header)
             for line, finding in zip(found, host.findings, strict=True):
                 lines.append(line)

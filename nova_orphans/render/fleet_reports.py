@@ -9,7 +9,7 @@ from nova_orphans.core import cost
 from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
 from nova_orphans.core.model import Kind
 from nova_orphans.render import fleet as render
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 from nova_orphans.render import table
 
 
@@ -18,7 +18,7 @@ def render_json(fleet: MergedFleet) -> str:
     ``counts``: one split-brain per UUID running on two trusted hosts, and the trusted hosts'
     own findings)."""
     kinds = [Kind.SPLIT_BRAIN] * len(fleet.split_brain) + list(_kinds(fleet).elements())
-    return report.versioned_json(
+    return render_host.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
             "source": "reports",

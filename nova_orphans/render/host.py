@@ -109,8 +109,9 @@ def identity_record(verdict: Verdict) -> dict[str, Any]:
         "reason": verdict.reason,
         "libvirt": dataclasses.asdict(verdict.libvirt) if verdict.libvirt else None,
         "nova_nodes": [dataclasses.asdict(n) for n in verdict.nodes],
+        # NOTE: the report's schema names a check's status "outcome"; it stays as published.
         "checks": [
-            {"check": r.check.value, "outcome": r.outcome.value, "detail": r.detail}
+            {"check": r.check.value, "outcome": r.status.value, "detail": r.detail}
             for r in verdict.results
         ],
     }

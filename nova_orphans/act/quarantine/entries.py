@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import files, paths
 from nova_orphans.act.quarantine import manifest as manifests
+from nova_orphans.exceptions import one_line
 from nova_orphans.record.journal import Journal, QuarantineEntry
 
 
@@ -253,7 +254,7 @@ def read_xml(entry: QuarantineEntry, directory: str) -> str:
             xml = saved.read()
         found = ET.fromstring(xml).findtext("uuid")
     except (OSError, ET.ParseError) as err:
-        why = paths.os_reason(err) if isinstance(err, OSError) else " ".join(str(err).split())
+        why = paths.os_reason(err) if isinstance(err, OSError) else one_line(err)
         raise EffectError(f"restore {entry.uuid}: cannot read {path}: {why}") from err
     if (found or "").strip().lower() != entry.uuid:
         raise EffectError(f"restore {entry.uuid}: {path} describes another domain ({found})")

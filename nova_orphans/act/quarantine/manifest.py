@@ -19,7 +19,7 @@ from typing import Any
 from nova_orphans import exits
 from nova_orphans.act.quarantine import paths
 from nova_orphans.core.model import Kind
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 from nova_orphans.record.journal import STAMP_FORMAT
 
 MANIFEST_FILE = "manifest.json"
@@ -202,7 +202,7 @@ def write(directory: str, manifest: Manifest) -> None:
 def _reason(err: BaseException) -> str:
     if isinstance(err, OSError):
         return paths.os_reason(err)
-    return " ".join(str(err).split()) or type(err).__name__
+    return one_line(err) or type(err).__name__
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ from nova_orphans.act.quarantine import manifest as manifests
 from nova_orphans.core.holds import Hold, restore_verdict
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
-from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.exceptions import NovaOrphansError, one_line
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
@@ -78,7 +78,7 @@ def guarded_restore(
     try:
         server, nova_error = nova.fresh_view(host, entry.uuid).lookups[entry.uuid], None
     except ObserveError as exc:
-        server, nova_error = None, " ".join(str(exc).split())
+        server, nova_error = None, one_line(exc)
     verdict = restore_verdict(
         entry.uuid,
         server,
@@ -309,4 +309,4 @@ def _reason_of(err: Exception) -> str:
         return virt.reason(err)
     if isinstance(err, OSError):
         return paths.os_reason(err)
-    return " ".join(str(err).split())
+    return one_line(err)

@@ -6,10 +6,10 @@ import pytest
 
 from nova_orphans.core.identity import (
     Check,
+    CheckStatus,
     LibvirtIdentity,
     LocalComputeId,
     NovaNode,
-    Outcome,
     State,
     verify,
 )
@@ -35,99 +35,100 @@ CASES = [
         "but names are no proof: another cloud's compute has the same; unproven",
         "lvhost", [LVHOST], QEMU, NO_ID,
         State.UNPROVEN,
-        {Check.HOSTNAME: Outcome.PASSED, Check.TYPE: Outcome.PASSED,
-         Check.COMPUTE_ID: Outcome.SKIPPED, Check.NODE_UUID: Outcome.SKIPPED},
+        {Check.HOSTNAME: CheckStatus.PASSED, Check.TYPE: CheckStatus.PASSED,
+         Check.COMPUTE_ID: CheckStatus.SKIPPED, Check.NODE_UUID: CheckStatus.SKIPPED},
     ),
     (
         "the node UUID the operator pinned, Nova's node, proves it",
         "lvhost", [LVHOST], QEMU, NO_ID, LV_UUID,
-        State.VERIFIED, {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.SKIPPED},
+        State.VERIFIED,
+        {Check.NODE_UUID: CheckStatus.PASSED, Check.COMPUTE_ID: CheckStatus.SKIPPED},
     ),
     (
         "a pinned node UUID that is not Nova's node of the host is a mismatch "
         "(a wrong cloud or region with same-named computes)",
         "lvhost", [LVHOST], QEMU, NO_ID, H1_UUID,
-        State.MISMATCH, {Check.HOSTNAME: Outcome.PASSED, Check.NODE_UUID: Outcome.FAILED},
+        State.MISMATCH, {Check.HOSTNAME: CheckStatus.PASSED, Check.NODE_UUID: CheckStatus.FAILED},
     ),
     (
         "the pin and the compute_id must both name the node",
         "lvhost", [LVHOST], QEMU, cid(H1_UUID), LV_UUID,
-        State.MISMATCH, {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.FAILED},
+        State.MISMATCH, {Check.NODE_UUID: CheckStatus.PASSED, Check.COMPUTE_ID: CheckStatus.FAILED},
     ),
     (
         "a compute_id that cannot be trusted leaves the view unproven, even with a right pin",
         "lvhost", [LVHOST], QEMU, BAD_ID, LV_UUID,
         State.UNPROVEN,
-        {Check.NODE_UUID: Outcome.PASSED, Check.COMPUTE_ID: Outcome.INCONCLUSIVE},
+        {Check.NODE_UUID: CheckStatus.PASSED, Check.COMPUTE_ID: CheckStatus.INCONCLUSIVE},
     ),
     (
         "its compute_id naming Nova's node passes as well",
         "lvhost", [LVHOST], QEMU, cid(LV_UUID),
-        State.VERIFIED, {Check.COMPUTE_ID: Outcome.PASSED},
+        State.VERIFIED, {Check.COMPUTE_ID: CheckStatus.PASSED},
     ),
     (
         "a config naming a fake host on a libvirt Nova knows as another host's is a mismatch",
         "host1", [HOST1, LVHOST], QEMU, NO_ID,
-        State.MISMATCH, {Check.LIBVIRT_OWNER: Outcome.FAILED, Check.TYPE: Outcome.SKIPPED},
+        State.MISMATCH, {Check.LIBVIRT_OWNER: CheckStatus.FAILED, Check.TYPE: CheckStatus.SKIPPED},
     ),
     (
         "a host whose node is another machine's libvirt is a mismatch on the hostname",
         "lvhost", [LVHOST], OTHER_QEMU, NO_ID,
-        State.MISMATCH, {Check.HOSTNAME: Outcome.FAILED, Check.TYPE: Outcome.PASSED},
+        State.MISMATCH, {Check.HOSTNAME: CheckStatus.FAILED, Check.TYPE: CheckStatus.PASSED},
     ),
     (
         "a host Nova has no compute node for is a mismatch",
         "compute-99", [LVHOST], QEMU, NO_ID,
-        State.MISMATCH, {Check.NOVA_NODE: Outcome.FAILED, Check.HOSTNAME: Outcome.SKIPPED},
+        State.MISMATCH, {Check.NOVA_NODE: CheckStatus.FAILED, Check.HOSTNAME: CheckStatus.SKIPPED},
     ),
     (
         "a libvirt compute read through libvirt's test driver is a mismatch on the type",
         "lvhost", [LVHOST], TEST, NO_ID,
-        State.MISMATCH, {Check.TYPE: Outcome.FAILED},
+        State.MISMATCH, {Check.TYPE: CheckStatus.FAILED},
     ),
     (
         "a compute_id naming another node is a mismatch even when hostname and type agree",
         "lvhost", [LVHOST], QEMU, cid(H1_UUID),
-        State.MISMATCH, {Check.HOSTNAME: Outcome.PASSED, Check.COMPUTE_ID: Outcome.FAILED},
+        State.MISMATCH, {Check.HOSTNAME: CheckStatus.PASSED, Check.COMPUTE_ID: CheckStatus.FAILED},
     ),
     (
         "two compute_id files that disagree leave the view unproven",
         "lvhost", [LVHOST], QEMU,
         LocalComputeId({"/etc/nova/compute_id": LV_UUID, "/var/lib/nova/compute_id": H1_UUID}),
-        State.UNPROVEN, {Check.COMPUTE_ID: Outcome.INCONCLUSIVE},
+        State.UNPROVEN, {Check.COMPUTE_ID: CheckStatus.INCONCLUSIVE},
     ),
     (
         "a fake node read through the test driver skips hostname and type and stays unproven",
         "host1", [HOST1], TEST, NO_ID,
         State.UNPROVEN,
-        {Check.HOSTNAME: Outcome.SKIPPED, Check.TYPE: Outcome.SKIPPED,
-         Check.COMPUTE_ID: Outcome.SKIPPED},
+        {Check.HOSTNAME: CheckStatus.SKIPPED, Check.TYPE: CheckStatus.SKIPPED,
+         Check.COMPUTE_ID: CheckStatus.SKIPPED},
     ),
     (
         "a fake node read through the test driver is verified by its compute_id alone",
         "host1", [HOST1], TEST, cid(H1_UUID),
-        State.VERIFIED, {Check.HOSTNAME: Outcome.SKIPPED, Check.COMPUTE_ID: Outcome.PASSED},
+        State.VERIFIED, {Check.HOSTNAME: CheckStatus.SKIPPED, Check.COMPUTE_ID: CheckStatus.PASSED},
     ),
     (
         "a fake node played by a libvirt no other host claims is verified by its compute_id",
         "host1", [HOST1], OTHER_QEMU, cid(H1_UUID),
-        State.VERIFIED, {Check.TYPE: Outcome.SKIPPED, Check.COMPUTE_ID: Outcome.PASSED},
+        State.VERIFIED, {Check.TYPE: CheckStatus.SKIPPED, Check.COMPUTE_ID: CheckStatus.PASSED},
     ),
     (
         "a fake node played by a libvirt no other host claims, without compute_id, is unproven",
         "host1", [HOST1], OTHER_QEMU, NO_ID,
-        State.UNPROVEN, {Check.LIBVIRT_OWNER: Outcome.PASSED, Check.TYPE: Outcome.SKIPPED},
+        State.UNPROVEN, {Check.LIBVIRT_OWNER: CheckStatus.PASSED, Check.TYPE: CheckStatus.SKIPPED},
     ),
     (
         "a non-libvirt node other than Nova's fake driver is a mismatch on the type",
         "bm-1", [NovaNode(H1_UUID, "bm-1", "ironic", "bm-1")], OTHER_QEMU, cid(H1_UUID),
-        State.MISMATCH, {Check.TYPE: Outcome.FAILED, Check.COMPUTE_ID: Outcome.PASSED},
+        State.MISMATCH, {Check.TYPE: CheckStatus.FAILED, Check.COMPUTE_ID: CheckStatus.PASSED},
     ),
     (
         "the same hostname with another type is not a claim by that host",
         "host1", [HOST1, NovaNode(LV_UUID, "cmp17.example.org", "QEMU", "lvhost")], TEST,
         cid(H1_UUID),
-        State.VERIFIED, {Check.LIBVIRT_OWNER: Outcome.PASSED},
+        State.VERIFIED, {Check.LIBVIRT_OWNER: CheckStatus.PASSED},
     ),
 ]  # fmt: skip
 
@@ -145,7 +146,7 @@ def _case(name: str, host, nodes, libvirt, compute_id, *rest):
 def test_verdict(host, nodes, libvirt, compute_id, pinned, state, outcomes):
     verdict = verify(host, nodes, libvirt, compute_id, pinned)
     assert verdict.state is state, verdict.reason
-    found = {r.check: r.outcome for r in verdict.results}
+    found = {r.check: r.status for r in verdict.results}
     for check, outcome in outcomes.items():
         assert found[check] is outcome, (check, verdict.results)
     assert "\n" not in verdict.reason
@@ -166,7 +167,7 @@ def test_a_mismatch_names_both_identities_on_one_line():
 
 def test_skipped_checks_say_why():
     verdict = verify("host1", [HOST1], TEST, NO_ID)
-    skipped = {r.check: r.detail for r in verdict.results if r.outcome is Outcome.SKIPPED}
+    skipped = {r.check: r.detail for r in verdict.results if r.status is CheckStatus.SKIPPED}
     assert "Nova's node is its 'fake' driver" in skipped[Check.HOSTNAME]
     assert skipped[Check.COMPUTE_ID] == NO_ID.absent
     assert "no compute_id or compute_node_uuid tied them" in verdict.reason

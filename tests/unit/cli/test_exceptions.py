@@ -67,7 +67,7 @@ def test_every_error_the_tool_defines_is_one_family_with_a_known_exit_code():
     ],
 )
 def test_a_failed_command_exits_with_its_errors_exit_code_in_one_line(error, code, line, capsys):
-    assert failures.report(error) == code
+    assert failures.explain(error) == code
     assert capsys.readouterr().err == f"nova-orphans: {line}\n"
 
 

@@ -6,6 +6,9 @@ import argparse
 import json
 
 from nova_orphans import cli, exits
+from nova_orphans.cli import agent as cli_agent
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.fakes.nova import SimulatedNova
 
 
 def leaf_parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -64,3 +67,30 @@ def test_an_unexpected_error_is_one_line_never_a_traceback(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == exits.ERROR
     assert err.strip() == "nova-orphans: unexpected error: ZeroDivisionError: division by zero"
+
+
+HOSTILE = "\x1b]0;pwned\x07\u202e"
+
+
+def test_a_name_nova_chose_reaches_the_log_escaped(tmp_path, capsys, monkeypatch):
+    """docs/design.md rule 20: through the logging ``run`` sets up, a Nova answer's ESC
+    sequence and U+202E are shown as escapes in the log, never written raw."""
+    uuid = worlds.random_uuid()
+    domain = worlds.node_domain(uuid=uuid, name="instance-1", metadata=worlds.nova_metadata())
+    world = worlds.write_world(tmp_path, [domain])
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1", **worlds.test_driver_node())
+    nova.boot(f"cmp-2{HOSTILE}", name=f"web{HOSTILE}", uuid=uuid)
+    monkeypatch.setattr(cli_agent, "transport_from_conf", lambda conf: nova)
+    conf = tmp_path / "c.conf"
+    log = tmp_path / "nova-orphans.log"
+    conf.write_text(
+        f"[DEFAULT]\nhost = cmp-1\nlog_file = {log}\n[agent]\nstate_dir = {tmp_path / 's'}\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+    )
+    code = cli.main(["run", "--once", "--config-file", str(conf), "--libvirt-uri", world])
+    assert code == exits.FOUND, capsys.readouterr().err
+    text = log.read_text()
+    assert "kind=misplaced" in text
+    assert "cmp-2\\x1b]0;pwned\\x07\\u202e" in text
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text

@@ -9,13 +9,12 @@ import pathlib
 import sqlite3
 
 from nova_orphans import config
-from nova_orphans.audit import AuditReport
-from nova_orphans.cli import audit
+from nova_orphans.audit import AuditReport, read_holds
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import State, Verdict
 from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
 from nova_orphans.record.journal import Journal
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 U = "11111111-2222-3333-4444-555555555555"
@@ -27,9 +26,14 @@ def load(tmp_path: pathlib.Path, journal: pathlib.Path):
     return config.load([str(path)])
 
 
+def holds(conf):
+    """What ``audit`` reads: the holds in the journal its config names."""
+    return read_holds(config.state_paths(conf).journal)
+
+
 def test_audit_never_creates_a_journal(tmp_path):
     journal = tmp_path / "state" / "journal.sqlite"
-    assert audit._holds(load(tmp_path, journal)) == {}
+    assert holds(load(tmp_path, journal)) == {}
     assert not (tmp_path / "state").exists()
 
 
@@ -41,14 +45,14 @@ def test_audit_reads_the_holds_without_writing_the_journal(tmp_path):
     journal.release("22222222-2222-3333-4444-555555555555", NOW)
     journal.close()
     before = path.read_bytes()
-    assert audit._holds(load(tmp_path, path)) == {U: hold}
+    assert holds(load(tmp_path, path)) == {U: hold}
     assert path.read_bytes() == before
 
 
 def test_a_journal_of_an_older_version_has_nothing_on_hold(tmp_path):
     path = tmp_path / "journal.sqlite"
     sqlite3.connect(path).execute("CREATE TABLE intents (id INTEGER)").connection.close()
-    assert audit._holds(load(tmp_path, path)) == {}
+    assert holds(load(tmp_path, path)) == {}
 
 
 def held_report() -> tuple[AuditReport, str]:
@@ -61,13 +65,13 @@ def held_report() -> tuple[AuditReport, str]:
 
 def test_a_held_finding_is_still_classified_and_shows_its_hold():
     result, reason = held_report()
-    row = report.render_table(result, wide=True).splitlines()[1]
+    row = render_host.render_table(result, wide=True).splitlines()[1]
     assert row.startswith("deleted") and U in row
     assert row.endswith(f"Nova deleted the server; on hold since {NOW.isoformat()} ({reason})")
-    narrow = report.render_table(result).splitlines()[1]
+    narrow = render_host.render_table(result).splitlines()[1]
     assert narrow.startswith("deleted") and U in narrow
     assert narrow.endswith("ON HOLD; Nova deleted the server")
-    (record,) = json.loads(report.render_json(result))["findings"]
+    (record,) = json.loads(render_host.render_json(result))["findings"]
     assert record["kind"] == "deleted"
     assert record["hold"] == {"since": NOW.isoformat(), "reason": reason}
     assert result.has_orphans  # exit 3 as before: a held orphan is still an orphan

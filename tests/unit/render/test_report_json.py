@@ -1,4 +1,4 @@
-"""Every JSON report has one versioned shape, described by docs/schema/report.schema.json."""
+"""Every JSON report has one versioned shape, described by docs/schema/render_host.schema.json."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 from tests import report_schema
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -34,7 +34,7 @@ def test_the_schema_is_a_valid_draft_2020_12_schema():
 
 def test_demo_json_matches_the_schema_with_versions_and_counts(capsys):
     document = report_schema.valid(demo_document(capsys))
-    assert document["schema_version"] == report.SCHEMA_VERSION == 1
+    assert document["schema_version"] == render_host.SCHEMA_VERSION == 1
     assert document["tool_version"] == importlib.metadata.version("nova-orphans")
     assert document["counts"] == {
         "split-brain": 0,

@@ -13,7 +13,7 @@ import pytest
 
 from nova_orphans import exits
 from nova_orphans.cli import common
-from nova_orphans.render import host as report
+from nova_orphans.render import host as render_host
 from nova_orphans.render import table
 
 CONTROLS = {
@@ -76,5 +76,5 @@ def test_error_and_warning_lines_are_escaped(capsys: pytest.CaptureFixture[str])
 
 def test_json_keeps_every_string_exactly() -> None:
     hostile = "i-\x1b]0;X\x07 \u202e \x9b"
-    document = json.loads(report.versioned_json({"name": hostile}, []))
+    document = json.loads(render_host.versioned_json({"name": hostile}, []))
     assert document["name"] == hostile

@@ -1,9 +1,12 @@
-"""A tour of bad input through every sub-command (docs/design.md rule 9).
+"""Bad input gives one clear line on stderr, the documented exit code, and changes nothing
+(docs/design.md rule 9).
 
-For each case: the documented exit code, nothing on stdout, exactly one stderr line
-starting ``nova-orphans:`` and naming the cause, and nothing on disk changed (the
-whole test directory — configs, state directory with its journal and quarantine,
-nova.conf, log directory — is compared before and after).
+First a tour of bad input through every sub-command. For each case: the documented exit
+code, nothing on stdout, exactly one stderr line starting ``nova-orphans:`` and naming the
+cause, and nothing on disk changed (the whole test directory — configs, state directory
+with its journal and quarantine, nova.conf, log directory — is compared before and after).
+Then the cases the tour cannot table: bad configs of ``audit`` and ``run``, unreachable
+libvirt, Nova and cells, the console script, and the journal commands.
 """
 
 from __future__ import annotations
@@ -12,14 +15,14 @@ import dataclasses
 import gc
 import hashlib
 import pathlib
-import socket
-from collections.abc import Iterator
+import subprocess
+import sys
 
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans.fakes import libvirt_node as worlds
-from nova_orphans.record.journal import Journal
+from nova_orphans.cli import audit as audit_cli
+from nova_orphans.fakes.nova import SimulatedNova
 
 UNKNOWN_UUID = "11111111-2222-3333-4444-555555555555"
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
@@ -317,36 +320,7 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def site(tmp_path: pathlib.Path) -> pathlib.Path:
-    """A host's files: our config directory, nova's, a state directory with a journal."""
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    (etc / "nova-pybasedir.conf").write_text("[DEFAULT]\ninstances_path = $pybasedir/i\n")
-    state = tmp_path / "state"
-    (state / "quarantine").mkdir(parents=True, mode=0o700)
-    Journal(str(state / "journal.sqlite")).close()
-    worlds.write_world(
-        tmp_path,
-        [
-            worlds.node_domain(
-                uuid=worlds.random_uuid(), name="i-1", metadata=worlds.nova_metadata()
-            )
-        ],
-    )
-    return tmp_path
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    """A local port something else listens on."""
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        yield busy.getsockname()[1]
-
-
-def write_conf(site: pathlib.Path, c: Case, port: int) -> str:
+def write_case_conf(site: pathlib.Path, c: Case, port: int) -> str:
     fill = {"tmp": str(site), "port": str(port)}
     text = (
         "[DEFAULT]\nhost = cmp-1\n"
@@ -383,7 +357,7 @@ def snapshot(root: pathlib.Path) -> dict[str, tuple[int, str]]:
 
 @pytest.mark.parametrize("c", CASES)
 def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, busy_port, capsys, c):
-    conf = write_conf(site, c, busy_port)
+    conf = write_case_conf(site, c, busy_port)
     fill = {"conf": conf, "world": f"test://{site / 'node.xml'}", "tmp": str(site),
             "port": str(busy_port)}  # fmt: skip
     argv = [fill_in(a, fill) for a in c.argv]
@@ -414,3 +388,256 @@ def test_the_tour_covers_every_sub_command_with_forty_cases():
         "fleet",
     } <= commands
     assert len(CASES) >= 40
+
+
+# --- Bad configs and unreachable services, one command at a time. ----------------------
+
+
+def write_conf(tmp_path: pathlib.Path, text: str) -> str:
+    path = tmp_path / "nova-orphans.conf"
+    path.write_text(text)
+    return str(path)
+
+
+def good_conf(tmp_path: pathlib.Path, endpoint: str = NOVA_DOWN, extra: str = "") -> str:
+    return write_conf(
+        tmp_path,
+        "[DEFAULT]\nhost = cmp-1\n" + extra + "[nova]\nauth_type = admin_token\n"
+        f"endpoint = {endpoint}\ntoken = admin:admin\ntimeout = 2\n",
+    )
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line(err: str, *words: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("nova-orphans: ")
+    for word in words:
+        assert word in lines[0]
+
+
+CONFIG_CASES = [
+    ("a config file that is not INI", "this is [not\n= an ini file", "config error"),
+    (
+        "an option with a wrong value",
+        "[nova]\nauth_type = admin_token\ntimeout = soon\n",
+        "timeout",
+    ),
+    ("no Nova credentials at all", "[DEFAULT]\nhost = cmp-1\n", "auth_type"),
+    ("an unknown keystoneauth plugin", "[nova]\nauth_type = magic\n", "magic"),
+    (
+        "a deny-listed UUID that is not one",
+        "[DEFAULT]\ndeny_uuids = 1234\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "not a UUID",
+    ),
+    (
+        "a pinned compute node UUID that is not one",
+        "[DEFAULT]\ncompute_node_uuid = cmp-1\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "[DEFAULT] compute_node_uuid = cmp-1 is not valid: 'cmp-1' is not a UUID",
+    ),
+    (
+        "an empty pinned compute node UUID",
+        "[DEFAULT]\ncompute_node_uuid =\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "compute_node_uuid",
+    ),
+    (
+        "a nova.conf that does not exist",
+        "[DEFAULT]\nnova_config_file = /nonexistent/nova.conf\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n",
+        "nova.conf",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "words"), [pytest.param(*c[1:], id=c[0]) for c in CONFIG_CASES])
+def test_bad_config_exits_2_with_one_line(tmp_path, capsys, world, text, words):
+    code, out, err = run(
+        capsys, "audit", "--config-file", write_conf(tmp_path, text), "--libvirt-uri", world
+    )
+    assert code == exits.USAGE
+    assert out == ""
+    assert_one_line(err, words)
+
+
+def test_a_missing_config_file_exits_2(capsys, world):
+    code, _, err = run(
+        capsys, "audit", "--config-file", "/nonexistent.conf", "--libvirt-uri", world
+    )
+    assert code == exits.USAGE
+    assert_one_line(err, "/nonexistent.conf")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["frobnicate"], ["audit", "--format", "xml"], ["audit", "--no-such-flag"], []],
+    ids=["unknown command", "unknown format", "unknown flag", "no command"],
+)
+def test_bad_command_line_exits_2(capsys, argv):
+    code, _, err = run(capsys, *argv)
+    assert code == exits.USAGE
+    assert_one_line(err, "usage error")
+
+
+def test_unreachable_libvirt_exits_1_naming_libvirt(tmp_path, capsys):
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--config-file",
+        good_conf(tmp_path),
+        "--libvirt-uri",
+        "qemu+tcp://127.0.0.1:1/system",
+    )
+    assert code == exits.ERROR
+    assert out == ""
+    assert_one_line(err, "libvirt", "qemu+tcp://127.0.0.1:1/system")
+
+
+def test_unreachable_nova_exits_1_naming_nova(tmp_path, capsys, world):
+    code, out, err = run(
+        capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", world
+    )
+    assert code == exits.ERROR
+    assert out == ""
+    assert_one_line(err, "Nova", "127.0.0.1:1")
+
+
+def test_a_cell_nova_cannot_reach_exits_1_naming_the_cell(tmp_path, capsys, world, monkeypatch):
+    # docs/design.md rule 17: without the check every guest would be "unknown" (exit 3).
+    nova = SimulatedNova()
+    nova.add_compute("cmp-1")
+    nova.down_cells.add("cell1")
+    monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)
+    code, out, err = run(
+        capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", world
+    )
+    assert code == exits.ERROR
+    assert out == ""
+    assert_one_line(err, "Nova could not reach a cell", "'cmp-1'", "UNKNOWN")
+
+
+def test_the_console_script_reports_errors_the_same_way(tmp_path, world):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nova_orphans.cli",
+            "audit",
+            "--config-file",
+            good_conf(tmp_path),
+            "--libvirt-uri",
+            "qemu+tcp://127.0.0.1:1/system",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == exits.ERROR
+    assert_one_line(proc.stderr, "libvirt")
+
+
+def test_a_missing_test_world_is_one_line_naming_the_file(tmp_path, capsys):
+    missing = f"test://{tmp_path}/missing.xml"
+    code, out, err = run(
+        capsys, "audit", "--config-file", good_conf(tmp_path), "--libvirt-uri", missing
+    )
+    assert code == exits.ERROR
+    assert out == ""
+    assert_one_line(err, "libvirt", "missing.xml")
+
+
+# --- The agent and the journal commands. ------------------------------------------------
+
+
+def conf_file(tmp_path: pathlib.Path, agent: str) -> str:
+    path = tmp_path / "nova-orphans.conf"
+    path.write_text(
+        "[DEFAULT]\nhost = cmp-1\n"
+        f"[agent]\nstate_dir = {tmp_path / 'state'}\n{agent}\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+    )
+    return str(path)
+
+
+AGENT_CASES = [
+    ("an unknown action name", "action_deleted = obliterate", "obliterate"),
+    ("a negative grace period", "grace_period = -5", "grace_period"),
+    ("a fraction above one", "max_orphan_fraction = 2", "max_orphan_fraction"),
+    ("zero sightings", "sightings_required = 0", "sightings_required"),
+    ("an allow-listed UUID that is not one", "allow_uuids = nope", "not a UUID"),
+    (
+        "a quarantine directory that cannot be created",
+        "quarantine_dir = /etc/hostname/q",
+        "quarantine directory",
+    ),
+]
+
+
+@pytest.mark.parametrize(("agent", "words"), [pytest.param(*c[1:], id=c[0]) for c in AGENT_CASES])
+def test_bad_agent_config_exits_2_and_changes_nothing(tmp_path, capsys, world, agent, words):
+    code = cli.main(
+        ["run", "--once", "--config-file", conf_file(tmp_path, agent), "--libvirt-uri", world]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exits.USAGE
+    assert len(err) == 1 and words in err[0], err
+    # Nothing was created: no journal, no quarantine.
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["restore", "not-a-uuid"],
+        ["history", "--uuid", "1234"],
+        ["purge"],
+        ["purge", "--older-than", "-1"],
+        ["purge", "--older-than", "soon"],
+        ["quarantine"],
+    ],
+    ids=[
+        "restore a non-UUID",
+        "history of a non-UUID",
+        "purge without age",
+        "purge negative age",
+        "purge garbage age",
+        "quarantine without sub-command",
+    ],
+)
+def test_bad_journal_commands_exit_2(capsys, argv):
+    assert cli.main(argv) == exits.USAGE
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nova-orphans: usage error")
+
+
+def test_restore_of_a_uuid_not_in_quarantine_exits_2(tmp_path, capsys):
+    (tmp_path / "state" / "quarantine").mkdir(parents=True)
+    code = cli.main(
+        [
+            "restore",
+            "--config-file",
+            conf_file(tmp_path, ""),
+            UNKNOWN_UUID,
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exits.USAGE
+    assert len(err) == 1 and "no restorable quarantine entry" in err[0]
+
+
+def test_missing_nova_credentials_create_no_state(tmp_path, capsys, world):
+    path = tmp_path / "nova-orphans.conf"
+    path.write_text(f"[DEFAULT]\nhost = cmp-1\n[agent]\nstate_dir = {tmp_path / 'state'}\n")
+    code = cli.main(["run", "--once", "--config-file", str(path), "--libvirt-uri", world])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == exits.USAGE
+    assert len(err) == 1 and "auth_type" in err[0]
+    assert not (tmp_path / "state").exists()
