@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from nova_orphans import config, exits
+from nova_orphans import audit, config, exits
 from nova_orphans.act.actuator import Actuator, Steps
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import entries as quarantine
@@ -20,6 +20,8 @@ from nova_orphans.act.quarantine import restore, retention
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core import gate
+from nova_orphans.observe.errors import NovaError
+from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova import NovaObserver
 from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
 from nova_orphans.render import history, table
@@ -176,7 +178,7 @@ def _restore(
             define=define,
             now=common.now(),
             steps=Steps(
-                journal, common.now, gate.operator_command("restore"), failure_level=logging.INFO
+                journal, common.now, _restore_verdict(nova, settings), failure_level=logging.INFO
             ),
             start=args.start,
             force=args.force,
@@ -191,6 +193,25 @@ def _restore(
         f"`nova-orphans release {entry.uuid}`"
     )
     return exits.OK
+
+
+def _restore_verdict(nova: NovaObserver, settings: config.HostSettings) -> gate.SafetyVerdict:
+    """``restore``'s gate (docs/design.md rule 19): this libvirt proven to be Nova's node of
+    the host first (rule 10); a mismatch is one line and exit 1 (``IdentityMismatch``).
+
+    NOTE: a Nova that cannot be asked cannot prove or refute anything: the restore then
+    asks it again (rule 13) and is refused, unless the operator's ``--force`` says to
+    restore without Nova, as before. A Nova that answers as another cloud's is refused
+    whatever the flags.
+    """
+    with LibvirtObserver.open(settings.libvirt_uri) as hypervisor:
+        try:
+            identity = audit.check_identity(
+                hypervisor, nova, settings.host, settings.compute_id_dirs, settings.pinned_node
+            )
+        except NovaError:
+            return gate.operator_command("restore")
+    return gate.operator_restore(identity)
 
 
 def release_guest(args: argparse.Namespace) -> int:

@@ -66,3 +66,17 @@ def operator_command(command: str) -> SafetyVerdict:
     with the quarantine's lock held, as it does the agent's purge.
     """
     return SafetyVerdict(True, f"{command}: the operator's own command")
+
+
+def operator_restore(identity: Verdict) -> SafetyVerdict:
+    """The verdict of the operator's ``restore``: its own command, on a proven host only.
+
+    NOTE: restore asks Nova whether it runs the server before it defines or starts
+    the guest (rule 13); a ``[nova]`` pointing at another cloud would answer "no
+    record" for a server the right cloud runs elsewhere, and the start would make a
+    second copy. So the libvirt read must be proven to be this Nova's node (rule 10)
+    first, as for every step of the agent; ``--force`` does not lift this.
+    """
+    if not identity.verified:
+        return SafetyVerdict(False, f"restore: {identity.reason}")
+    return operator_command("restore")

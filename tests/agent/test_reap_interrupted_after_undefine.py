@@ -169,7 +169,9 @@ def host(tmp_path, monkeypatch):
     from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
-    nova.add_compute(HOST)
+    # NOTE: and proves this libvirt is its node of the host (docs/design.md rule 10).
+    nova.add_compute(HOST, **worlds.test_driver_node())
+    worlds.write_compute_id(nova.computes[HOST].node_uuid)
     monkeypatch.setattr(cli_journal, "transport_from_conf", lambda conf: nova)
     made = Host(tmp_path)
     yield made

@@ -98,10 +98,13 @@ def state(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> State:
     # NOTE: restore asks Nova first (docs/design.md rule 13); this Nova has no record of
     # any guest here, so every restore is allowed to start.
     from nova_orphans.cli import journal as cli_journal
+    from nova_orphans.fakes import libvirt_node as worlds
     from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
-    nova.add_compute("cmp-1")
+    # NOTE: and proves this libvirt is its node of cmp-1 (docs/design.md rule 10).
+    nova.add_compute("cmp-1", **worlds.test_driver_node())
+    worlds.write_compute_id(nova.computes["cmp-1"].node_uuid)
     monkeypatch.setattr(cli_journal, "transport_from_conf", lambda conf: nova)
     return State(tmp_path)
 
@@ -553,3 +556,26 @@ def test_history_and_quarantine_list_json_are_versioned_documents_of_the_schema(
     for wrong in (listed, history["events"]):
         with pytest.raises(jsonschema.ValidationError):
             report_schema.validator().validate(wrong)
+
+
+@pytest.mark.parametrize("flags", [["--start"], ["--start", "--force"], []])
+def test_a_restore_on_a_view_nothing_proves_is_refused_and_changes_nothing(
+    state: State, capsys: pytest.CaptureFixture[str], nova_state_dirs: pathlib.Path, flags
+) -> None:
+    """A ``[nova]`` of another cloud whose compute has this host's names answers "no record"
+    for a server the right cloud runs elsewhere: the start would make a second copy. Nothing
+    proves the view, so the gate refuses (docs/design.md rules 10, 13 and 19), ``--force``
+    included."""
+    (nova_state_dirs / "compute_id").unlink()
+    uuid = "44444444-4444-4444-8444-444444444444"
+    directory = state.entry(uuid, 3, journal=True)
+    capsys.readouterr()
+    assert state.run("restore", uuid, *flags) == exits.ERROR
+    line = _one_line(capsys)
+    assert line.startswith("nova-orphans: refused: ") and "identity not proven" in line
+    assert "(names are no proof)" in line
+    assert directory.exists()
+    with state.journal() as journal:
+        assert [e.uuid for e in journal.quarantine()] == [uuid]
+        assert journal.holds() == {}
+        assert journal.history(uuid) == []
