@@ -422,6 +422,8 @@ def dry_run_step(keystone: dict[str, Any], uuid: str, tmp_path: pathlib.Path) ->
     conf.write_text(
         "[DEFAULT]\n"
         "host = lvhost\n"
+        # NOTE: no nova_config_file: the node UUID pinned proves the identity (rule 10).
+        f"compute_node_uuid = {harness.node_uuid('lvhost')}\n"
         f"instances_path = {tmp_path / 'instances'}\n"
         f"deny_uuids = {','.join(others)}\n"
         "[libvirt]\n"
