@@ -20,7 +20,7 @@ from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import ObserveError
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.journal import Journal, QuarantineEntry
 
 #: Brings the entry's guest back in libvirt (``start``: and starts it); returns what it did.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from nova_orphans.core.model import Domain, Migration, NovaView, Server
-from nova_orphans.observe.nova import (
+from nova_orphans.observe.nova.observer import (
     BULK_LOOKUP_FROM,
     NovaObserver,
     parse_migration,

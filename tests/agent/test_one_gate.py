@@ -27,8 +27,8 @@ from nova_orphans.core.model import Disk, DomainState, Kind, Selector
 from nova_orphans.core.policy import Action, Step
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
-from nova_orphans.observe.dangers import DangerObserver
-from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
 from tests.agent.simworld import HOST, OTHER, SimWorld
 

@@ -17,8 +17,8 @@ from nova_orphans.act.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
 from nova_orphans.fakes.host import SimulatedEffects
-from nova_orphans.observe import nova as nova_module
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import observer as nova_module
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, trial
 from nova_orphans.sim.cloud import Cloud

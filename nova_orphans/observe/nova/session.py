@@ -20,7 +20,7 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import MICROVERSION
+from nova_orphans.observe.nova.observer import MICROVERSION
 
 
 class CredentialsMissing(NovaOrphansError):

@@ -9,9 +9,9 @@ import pytest
 
 from nova_orphans import conf as config
 from nova_orphans.fakes.nova import Fault, SimulatedNova
-from nova_orphans.observe import nova_nodes
 from nova_orphans.observe.errors import NovaError
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import nodes as nova_nodes
+from nova_orphans.observe.nova.observer import NovaObserver
 
 
 @pytest.fixture

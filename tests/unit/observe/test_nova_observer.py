@@ -16,14 +16,14 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import (
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
+from nova_orphans.observe.nova.observer import (
     MAX_LISTED,
     MAX_PAGES,
     MICROVERSION,
     NovaObserver,
     default_retry,
 )
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
 
 HOST = "cmp-1"
 NOVA = "http://nova.example:8774/v2.1"
