@@ -84,7 +84,8 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova.observer import MICROVERSION, NovaObserver
+from nova_orphans.observe.nova.api import MICROVERSION
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import SAFETY_MARGIN
 from nova_orphans.record.metrics import Metrics
 

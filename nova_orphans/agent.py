@@ -31,7 +31,8 @@ from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
-from nova_orphans.observe.nova.observer import NovaObserver, Transport
+from nova_orphans.observe.nova.api import Transport
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
 from nova_orphans.record.lock import LiveLock

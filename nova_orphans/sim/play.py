@@ -20,7 +20,8 @@ from nova_orphans.core.decide import Plan
 from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.observe.errors import HypervisorError
-from nova_orphans.observe.nova.observer import NovaObserver, default_retry
+from nova_orphans.observe.nova.api import default_retry
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.journal import (
     STAMP_FORMAT,
     Journal,

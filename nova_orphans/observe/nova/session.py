@@ -20,7 +20,7 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova.observer import MICROVERSION
+from nova_orphans.observe.nova.api import MICROVERSION
 
 
 class CredentialsMissing(NovaOrphansError):

@@ -39,7 +39,8 @@ from collections.abc import Iterable, Sequence
 from nova_orphans.core.model import NovaView, Server
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
 from nova_orphans.observe.errors import NovaBadAnswer
-from nova_orphans.observe.nova.observer import NovaObserver, parse_server
+from nova_orphans.observe.nova.api import parse_server
+from nova_orphans.observe.nova.observer import NovaObserver
 
 LOG = logging.getLogger(__name__)
 
