@@ -34,7 +34,8 @@ from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, Obser
 from nova_orphans.observe.nova.api import Transport
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import NovaTracker
-from nova_orphans.record.journal import Journal, QuarantineBusy, QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
+from nova_orphans.record.journal import Journal, QuarantineBusy
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 

@@ -25,7 +25,8 @@ from nova_orphans.act import manifest as manifests
 from nova_orphans.act.effects import EffectError
 from nova_orphans.core.policy import Step
 from nova_orphans.observe import hypervisor
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 
 @dataclasses.dataclass(frozen=True)

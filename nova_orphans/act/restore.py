@@ -21,7 +21,8 @@ from nova_orphans.core.policy import Step
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova.observer import NovaObserver
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 #: Brings the entry's guest back in libvirt (``start``: and starts it); returns what it did.
 Define = Callable[[QuarantineEntry, bool], str]
