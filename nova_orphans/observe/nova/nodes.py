@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova_orphans.core.identity import LocalComputeId, NovaNode
+from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
 
@@ -123,8 +124,11 @@ def read_compute_id(directories: Sequence[str]) -> LocalComputeId:
 MAX_COMPUTE_ID_BYTES = 64
 
 
-class _Unusable(Exception):
-    """A compute_id that is there but cannot be trusted; the message says why."""
+class _Unusable(NovaOrphansError):
+    """A compute_id that is there but cannot be trusted; the message says why.
+
+    NOTE: never raised out of ``read_compute_id``: it names the file in ``unusable``.
+    """
 
 
 def _read_uuid_file(path: str) -> str:
