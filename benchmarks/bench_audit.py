@@ -52,7 +52,8 @@ from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.nova_reference import live_servers
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver, Transport, parse_server
+from nova_orphans.observe.nova.api import Transport, parse_server
+from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 
 HOST = "bench-1"
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -57,8 +57,8 @@ from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.nova_fleet import NOVA_CONCURRENCY, FleetNovaObserver
+from nova_orphans.observe.nova.fleet import NOVA_CONCURRENCY, FleetNovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.render import host as audit_report
 
 DOMAINS_PER_HOST = 50

@@ -83,8 +83,9 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe.errors import NovaUnreachable
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import MICROVERSION, NovaObserver
-from nova_orphans.observe.nova_tracker import SAFETY_MARGIN
+from nova_orphans.observe.nova.api import MICROVERSION
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.tracker import SAFETY_MARGIN
 from nova_orphans.record.metrics import Metrics
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "e2e" / "stack"))

@@ -31,8 +31,9 @@ from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
-from nova_orphans.observe.nova import NovaObserver, Transport
-from nova_orphans.observe.nova_tracker import NovaTracker
+from nova_orphans.observe.nova.api import Transport
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
@@ -149,7 +150,7 @@ class Agent:
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
     #: One cycle in this many looks at every server of the host; the others ask Nova
-    #: only what changed since the last view (``observe/nova_tracker.py``).
+    #: only what changed since the last view (``observe/nova/tracker.py``).
     full_look_every: int = FULL_LOOK_EVERY
 
     def __post_init__(self) -> None:

@@ -20,11 +20,11 @@ from nova_orphans.core.model import (
     NovaView,
     Selector,
 )
-from nova_orphans.observe import nova_nodes
-from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.errors import IdentityMismatch
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.observe.nova import nodes as nova_nodes
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.record.journal import Journal
 
 

@@ -18,8 +18,8 @@ from nova_orphans import audit
 from nova_orphans.core.model import Kind
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
-from nova_orphans.observe.dangers import DangerObserver
-from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 
 HOST = "compute-1"
 OTHER_HOST = "compute-2"

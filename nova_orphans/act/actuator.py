@@ -28,7 +28,8 @@ from nova_orphans.core.leftovers import leftovers as core_leftovers
 from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.core.policy import STOP_TIMEOUT, Step
 from nova_orphans.observe.errors import ObserveError
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 LOG = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
+from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics

@@ -10,13 +10,13 @@ from typing import Any
 from nova_orphans import audit, config
 from nova_orphans.cli import common, configure
 from nova_orphans.core.model import DangerKind
-from nova_orphans.observe.dangers import DangerObserver
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import LOOKUPS_AT_ONCE, NovaObserver
-from nova_orphans.observe.nova_session import CredentialsMissing, KeystoneTransport
-from nova_orphans.observe.nova_session import transport_from_conf as _transport
-from nova_orphans.observe.placement import PlacementObserver
-from nova_orphans.observe.services import KeystoneClient, sibling
+from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
+from nova_orphans.observe.nova.session import CredentialsMissing, KeystoneTransport
+from nova_orphans.observe.nova.session import transport_from_conf as _transport
+from nova_orphans.observe.services.client import KeystoneClient, sibling
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.render import host as render_host
 
 

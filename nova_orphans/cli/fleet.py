@@ -37,8 +37,8 @@ from nova_orphans.fleet.scan import (
     uri_for,
 )
 from nova_orphans.observe.errors import NovaBadAnswer
-from nova_orphans.observe.nova import Transport
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.api import Transport
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.render import fleet as render
 from nova_orphans.render import fleet_reports as render_reports
 from nova_orphans.render import table

@@ -22,8 +22,9 @@ from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.core import gate
 from nova_orphans.observe.errors import NovaError
 from nova_orphans.observe.hypervisor import LibvirtObserver
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import Intent, Journal, QuarantineEntry
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.record.entries import Intent, QuarantineEntry
+from nova_orphans.record.journal import Journal
 from nova_orphans.render import history, table
 from nova_orphans.render import host as render_host
 

@@ -2,7 +2,7 @@
 
 NOTE: keystoneauth1 is imported here because its ``loading`` module is where its
 options are defined (session, auth plugin, adapter); the session built from them
-lives in ``observe/nova_session.py``.
+lives in ``observe/nova/session.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A local delete releases the server's volume attachments and ports while its guest
 keeps running. Cinder may then attach the volume elsewhere (two writers on one
 disk) and Neutron may hand the MAC address to another port. The facts are fetched
-by ``observe/dangers.py``; here they become dangers. A check that could not be
+by ``observe/services/dangers.py``; here they become dangers. A check that could not be
 made is a danger ``unknown`` with its reason, never "none" (docs/design.md rule 3).
 """
 

@@ -1,24 +1,18 @@
 """Merge per-host audit reports into one fleet view. Pure: no I/O, no clock.
 
-Each host's agent (``[agent] report_file``) or a per-host ``audit --format json``
-writes what it saw; the fleet merges those reports with Nova's list of compute
-hosts, so no central process needs a libvirt connection to every hypervisor.
+Each host's agent (``[agent] report_file``) or a per-host ``audit --format json`` writes what
+it saw; the fleet merges those reports with Nova's list of compute hosts, so no central process
+needs a libvirt connection to every hypervisor.
 
-Only *trusted* reports (fresh, identity verified, of a host Nova knows) are merged
-as truth. A report older than ``max_age`` is stale. A report is unreliable when its
-libvirt read was not proven to be the hypervisor Nova calls its host, when it names a
-host that runs no nova-compute service Nova knows, when it is dated more than
-``REPORT_CLOCK_SKEW`` ahead, or when two current reports of one host disagree: all
-are reported and never create split-brain or duplicates (reports are hostile input,
-docs/design.md rule 20). A compute host with no report is missing; a file that is not
-a report is unreadable. None of these is ever "no domains".
+Only *trusted* reports (fresh, identity verified, of a host Nova knows, not dated ahead, not
+contradicted) are merged as truth: the others are reported, never "no domains", and never
+create split-brain or duplicates (docs/design.md §9; reports are hostile input, rule 20).
 
-NOTE: reports are not one snapshot: host A may have written its report before a
-live migration to host B finished and B after it. So a UUID seen running on two
-trusted hosts is only a *candidate*; it is split-brain unless Nova shows the
-server moving between those hosts since the older of the two reports
-(``confirm``). A paused copy never counts as running (``fleet.RUNNING_STATES``):
-during a live migration one side is always paused.
+NOTE: reports are not one snapshot: host A may have written its report before a live migration
+to host B finished and B after it. So a UUID seen running on two trusted hosts is only a
+*candidate*; it is split-brain unless Nova shows the server moving between those hosts since
+the older of the two reports (``confirm``). A paused copy never counts as running
+(``fleet.RUNNING_STATES``): during a live migration one side is always paused.
 """
 
 from __future__ import annotations
@@ -355,8 +349,7 @@ def confirm(
 
 
 def _after(migration: Migration, moment: datetime.datetime) -> bool:
-    """True when the migration is in progress, or last changed at or after ``moment``
-    (or Nova gave no usable time: it might have)."""
+    """In progress, or last changed at or after ``moment`` (no usable time: it might have)."""
     if migration.status in MIGRATION_IN_PROGRESS:
         return True
     changed = _time(migration.updated_at) or _time(migration.created_at)

@@ -15,7 +15,7 @@ import dataclasses
 import urllib.parse
 from typing import Any
 
-from nova_orphans.observe.services import ServiceError
+from nova_orphans.observe.services.client import ServiceError
 
 Response = tuple[int, Any]
 

@@ -10,7 +10,7 @@ from nova_orphans.core import fleet as core_fleet
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
 @dataclasses.dataclass(frozen=True)

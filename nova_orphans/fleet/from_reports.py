@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from nova_orphans.core import fleet_reports as core
 from nova_orphans.core.model import Migration, Server
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
 def merge_reports(

@@ -2,13 +2,13 @@
 
 Every destructive step is written as an intent *before* it starts and gets its
 outcome *after*; an intent without an outcome after a crash is reconciled on the
-next start, never repeated blindly.
+next start, never repeated blindly. ``Journal`` is the one entry point: the tables and their
+rows are ``entries``, the holds (rule 12) ``holds``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import json
 import os
@@ -18,49 +18,20 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nova_orphans import exits
-from nova_orphans.core.holds import Hold, LastStep
 from nova_orphans.core.model import Kind
 from nova_orphans.core.sightings import Sighting
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.record import lock
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sightings (
-    uuid TEXT PRIMARY KEY, kind TEXT NOT NULL, first_seen TEXT NOT NULL,
-    last_seen TEXT NOT NULL, consecutive INTEGER NOT NULL, inactive_since TEXT,
-    inactive_cycles INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS intents (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, kind TEXT NOT NULL,
-    step TEXT NOT NULL, dry_run INTEGER NOT NULL, started_at TEXT NOT NULL,
-    outcome TEXT, finished_at TEXT, detail TEXT);
-CREATE INDEX IF NOT EXISTS intents_uuid ON intents (uuid);
-CREATE TABLE IF NOT EXISTS quarantine (
-    uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
-    files_moved INTEGER NOT NULL, leftovers TEXT NOT NULL, restored_at TEXT, purged_at TEXT,
-    PRIMARY KEY (uuid, reaped_at));
-CREATE TABLE IF NOT EXISTS holds (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, since TEXT NOT NULL,
-    reason TEXT NOT NULL, released_at TEXT, released_after_intent INTEGER);
-CREATE UNIQUE INDEX IF NOT EXISTS holds_active ON holds (uuid) WHERE released_at IS NULL;
-CREATE TABLE IF NOT EXISTS retention_sightings (
-    uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, first_seen TEXT NOT NULL,
-    last_counted TEXT NOT NULL, cycles INTEGER NOT NULL, PRIMARY KEY (uuid, reaped_at));
-"""
-
-#: The sightings table's columns; a table with others is from an older version (see
-#: ``Journal._drop_old_sightings``).
-SIGHTINGS_COLUMNS = (
-    "uuid",
-    "kind",
-    "first_seen",
-    "last_seen",
-    "consecutive",
-    "inactive_since",
-    "inactive_cycles",
+from nova_orphans.record.entries import (
+    SCHEMA,
+    SIGHTINGS_COLUMNS,
+    Intent,
+    QuarantineEntry,
+    RetentionSighting,
+    iso,
+    time_of,
 )
-
-#: How a reap's time names its quarantine directory (and ``QuarantineEntry.reaped_at``).
-STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+from nova_orphans.record.holds import HoldsTable
 
 
 class JournalError(NovaOrphansError):
@@ -80,58 +51,6 @@ class QuarantineBusy(JournalError):
 
     exit_code = exits.ERROR
     label = "error"
-
-
-@dataclasses.dataclass(frozen=True)
-class Intent:
-    """One step the agent meant to take, and what came of it (None: no outcome yet)."""
-
-    id: int
-    uuid: str
-    kind: str
-    step: str
-    dry_run: bool
-    started_at: str
-    outcome: str | None
-    finished_at: str | None
-    detail: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class QuarantineEntry:
-    """A reaped guest kept for ``restore``: where its XML (and files) are, what was left."""
-
-    uuid: str
-    reaped_at: str
-    kind: str
-    path: str
-    files_moved: bool
-    leftovers: list[str]
-    restored_at: str | None = None
-    purged_at: str | None = None
-
-    @property
-    def reaped_time(self) -> datetime.datetime:
-        """``reaped_at`` (a quarantine stamp) as a UTC time."""
-        parsed = datetime.datetime.strptime(self.reaped_at, STAMP_FORMAT)
-        return parsed.replace(tzinfo=datetime.timezone.utc)
-
-
-@dataclasses.dataclass(frozen=True)
-class RetentionSighting:
-    """The agent cycles that saw one quarantine entry: retention needs them (rule 15)."""
-
-    first_seen: datetime.datetime
-    last_counted: datetime.datetime
-    cycles: int
-
-
-def _iso(value: datetime.datetime) -> str:
-    return value.isoformat()
-
-
-def _time(value: str | None) -> datetime.datetime | None:
-    return datetime.datetime.fromisoformat(value) if value else None
 
 
 def lock_path(journal_path: str) -> str:
@@ -172,7 +91,7 @@ def _locked(journal_path: str, holder: str) -> JournalLocked:
     )
 
 
-class Journal:
+class Journal(HoldsTable):
     """A small, durable record in one SQLite file.
 
     ``exclusive``: hold the journal's lock while open (the agent does); a second
@@ -295,7 +214,15 @@ class Journal:
         """Every sighting remembered from the previous cycles."""
         rows = self._execute(f"SELECT {', '.join(SIGHTINGS_COLUMNS)} FROM sightings")
         return {
-            r[0]: Sighting(r[0], Kind(r[1]), _time(r[2]), _time(r[3]), r[4], _time(r[5]), r[6])  # type: ignore[arg-type]
+            r[0]: Sighting(
+                r[0],
+                Kind(r[1]),
+                time_of(r[2]),  # type: ignore[arg-type]
+                time_of(r[3]),  # type: ignore[arg-type]
+                r[4],
+                time_of(r[5]),
+                r[6],
+            )
             for r in rows
         }
 
@@ -309,10 +236,10 @@ class Journal:
                     (
                         s.uuid,
                         s.kind.value,
-                        _iso(s.first_seen),
-                        _iso(s.last_seen),
+                        iso(s.first_seen),
+                        iso(s.last_seen),
                         s.consecutive,
-                        _iso(s.inactive_since) if s.inactive_since else None,
+                        iso(s.inactive_since) if s.inactive_since else None,
                         s.inactive_cycles,
                     )
                     for s in sightings.values()
@@ -324,7 +251,7 @@ class Journal:
         self._execute(
             "UPDATE sightings SET inactive_since = ?, inactive_cycles = 0 "
             "WHERE uuid = ? AND inactive_since IS NULL",
-            (_iso(when), uuid),
+            (iso(when), uuid),
         )
 
     def forget(self, uuid: str) -> None:
@@ -337,7 +264,7 @@ class Journal:
         """Write an intent before its step starts; returns its id."""
         cursor = self._execute(
             "INSERT INTO intents (uuid, kind, step, dry_run, started_at) VALUES (?, ?, ?, ?, ?)",
-            (uuid, kind.value, step, int(dry_run), _iso(now)),
+            (uuid, kind.value, step, int(dry_run), iso(now)),
         )
         return int(cursor.lastrowid or 0)
 
@@ -345,7 +272,7 @@ class Journal:
         """Record what came of an intent."""
         self._execute(
             "UPDATE intents SET outcome = ?, detail = ?, finished_at = ? WHERE id = ?",
-            (outcome, detail, _iso(now), intent_id),
+            (outcome, detail, iso(now), intent_id),
         )
 
     def open_intents(self) -> list[Intent]:
@@ -406,88 +333,8 @@ class Journal:
             raise ValueError(column)
         self._execute(
             f"UPDATE quarantine SET {column} = ? WHERE uuid = ? AND reaped_at = ?",
-            (_iso(now), entry.uuid, entry.reaped_at),
+            (iso(now), entry.uuid, entry.reaped_at),
         )
-
-    # --- holds (docs/design.md rule 12) ----------------------------------------------------
-
-    def hold(self, uuid: str, reason: str, now: datetime.datetime) -> Hold:
-        """Put a guest on hold; a guest already on hold keeps its hold. Returns the hold."""
-        with self._transaction():
-            current = self.hold_of(uuid)
-            if current is not None:
-                return current
-            self._execute(
-                "INSERT INTO holds (uuid, since, reason) VALUES (?, ?, ?)",
-                (uuid, _iso(now), reason),
-            )
-        return Hold(uuid, now, reason)
-
-    def cancel_hold(self, hold: Hold) -> None:
-        """Remove a hold that never took effect (the restore that made it failed)."""
-        self._execute(
-            "DELETE FROM holds WHERE uuid = ? AND since = ? AND released_at IS NULL",
-            (hold.uuid, _iso(hold.since)),
-        )
-
-    def release(self, uuid: str, now: datetime.datetime) -> Hold | None:
-        """Release a guest's hold; None (and nothing changed) when it is not on hold.
-
-        NOTE: the guest's sightings are forgotten too: once released it is a fresh
-        finding and must be seen again for ``sightings_required`` cycles.
-        """
-        with self._transaction():
-            current = self.hold_of(uuid)
-            if current is None:
-                return None
-            self._execute(
-                "UPDATE holds SET released_at = ?, released_after_intent = "
-                "(SELECT COALESCE(MAX(id), 0) FROM intents) WHERE uuid = ? AND released_at IS NULL",
-                (_iso(now), uuid),
-            )
-            self._execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
-        return dataclasses.replace(current, released_at=now)
-
-    def hold_of(self, uuid: str) -> Hold | None:
-        """The guest's hold, read now; None when it is not on hold."""
-        found = self._holds("WHERE uuid = ? AND released_at IS NULL", (uuid,))
-        return found[0] if found else None
-
-    def holds(self) -> dict[str, Hold]:
-        """Every guest on hold now, by UUID."""
-        return {h.uuid: h for h in self._holds("WHERE released_at IS NULL", ())}
-
-    def hold_events(self, uuid: str | None = None) -> list[Hold]:
-        """Every hold ever made (released or not), oldest first, optionally of one UUID."""
-        if uuid:
-            return self._holds("WHERE uuid = ? ORDER BY id", (uuid,))
-        return self._holds("ORDER BY id", ())
-
-    def last_releases(self) -> dict[str, int]:
-        """Per guest released from a hold: the journal's last intent id at its last release."""
-        rows = self._execute(
-            "SELECT uuid, MAX(released_after_intent) FROM holds "
-            "WHERE released_at IS NOT NULL GROUP BY uuid"
-        )
-        return {r[0]: int(r[1]) for r in rows}
-
-    def last_live_steps(self) -> dict[str, LastStep]:
-        """Each guest's last completed (outcome ``done``) live step on the guest itself.
-
-        NOTE: a retention purge deletes an old quarantine directory, not the guest: a
-        purge of a reap that stopped before the undefine (the guest stayed defined,
-        stopped) must not hide the agent's stop, or the operator's start after it
-        would not put the guest on hold (docs/design.md rule 12).
-        """
-        rows = self._execute(
-            "SELECT uuid, step, finished_at, id FROM intents WHERE id IN (SELECT MAX(id) FROM "
-            "intents WHERE dry_run = 0 AND outcome = 'done' AND step != 'purge' GROUP BY uuid)"
-        )
-        return {r[0]: LastStep(r[1], _time(r[2]), r[3]) for r in rows}  # type: ignore[arg-type]
-
-    def _holds(self, where: str, args: tuple[Any, ...]) -> list[Hold]:
-        rows = self._execute(f"SELECT uuid, since, reason, released_at FROM holds {where}", args)
-        return [Hold(r[0], _time(r[1]), r[2], _time(r[3])) for r in rows]  # type: ignore[arg-type]
 
     def retention_sighting(self, entry: QuarantineEntry) -> RetentionSighting | None:
         """What the agent's cycles have seen of a quarantine entry (None: not seen yet)."""
@@ -498,7 +345,7 @@ class Journal:
         ).fetchone()
         if row is None:
             return None
-        first_seen, last_counted = _time(row[0]), _time(row[1])
+        first_seen, last_counted = time_of(row[0]), time_of(row[1])
         assert first_seen is not None and last_counted is not None
         return RetentionSighting(first_seen, last_counted, row[2])
 
@@ -509,8 +356,8 @@ class Journal:
             (
                 entry.uuid,
                 entry.reaped_at,
-                _iso(seen.first_seen),
-                _iso(seen.last_counted),
+                iso(seen.first_seen),
+                iso(seen.last_counted),
                 seen.cycles,
             ),
         )

@@ -6,7 +6,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from nova_orphans.record.journal import Intent, Journal
+from nova_orphans.record.entries import Intent
+from nova_orphans.record.journal import Journal
 from nova_orphans.render import table
 
 #: ``history``'s columns, and with ``--wide``.

@@ -66,7 +66,8 @@ from nova_orphans.agent import CycleResult
 from nova_orphans.core.model import Domain, Kind, Selector
 from nova_orphans.core.policy import Action
 from nova_orphans.fakes.host import Quarantined, SimulatedHost
-from nova_orphans.record.journal import STAMP_FORMAT, Journal
+from nova_orphans.record.entries import STAMP_FORMAT
+from nova_orphans.record.journal import Journal
 from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped
 from nova_orphans.sim.operator import URIS, Config, Loaded

@@ -20,14 +20,10 @@ from nova_orphans.core.decide import Plan
 from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.observe.errors import HypervisorError
-from nova_orphans.observe.nova import NovaObserver, default_retry
-from nova_orphans.record.journal import (
-    STAMP_FORMAT,
-    Journal,
-    JournalLocked,
-    QuarantineEntry,
-    refuse_if_held,
-)
+from nova_orphans.observe.nova.api import default_retry
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal, JournalLocked, refuse_if_held
 from nova_orphans.record.lock import LiveAgentRunning, LiveLock
 from nova_orphans.sim import checks, operator
 from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, OTHER, Cloud, uuid_of

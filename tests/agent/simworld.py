@@ -14,8 +14,9 @@ from nova_orphans.core.model import DomainState, Kind
 from nova_orphans.core.policy import Action, Policy
 from nova_orphans.fakes.host import SimulatedEffects, SimulatedHost
 from nova_orphans.fakes.nova import START, SimulatedNova
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.record.entries import QuarantineEntry
+from nova_orphans.record.journal import Journal
 from nova_orphans.record.lock import LiveLock
 
 HOST, OTHER = "cmp-1", "cmp-2"

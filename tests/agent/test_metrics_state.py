@@ -13,7 +13,7 @@ from nova_orphans.agent import MeteredTransport
 from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
 from nova_orphans.fakes.nova import Fault
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.metrics import (
     ABORT_REASONS,
     NOVA_ENDPOINTS,

@@ -27,9 +27,10 @@ from nova_orphans.core.model import Disk, DomainState, Kind, Selector
 from nova_orphans.core.policy import Action, Step
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
-from nova_orphans.observe.dangers import DangerObserver
-from nova_orphans.observe.placement import PlacementObserver
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 from tests.agent.simworld import HOST, OTHER, SimWorld
 
 DAY = 86400.0

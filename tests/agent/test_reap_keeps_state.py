@@ -11,7 +11,7 @@ import pytest
 from nova_orphans.act.quarantine import manifest
 from nova_orphans.act.quarantine.manifest import Manifest
 from nova_orphans.core.model import Kind
-from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import SimWorld
 
 OLD = "11111111-1111-4111-8111-111111111111"

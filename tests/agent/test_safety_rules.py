@@ -14,7 +14,7 @@ from nova_orphans.core.model import Disk, Kind
 from nova_orphans.core.policy import Action
 from nova_orphans.fakes.host import unreachable
 from nova_orphans.fakes.nova import Fault
-from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import HOST, OTHER, SimWorld
 
 # --- rule 1: nothing Nova manages here, nothing protected ---------------------------------

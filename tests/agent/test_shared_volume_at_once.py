@@ -16,8 +16,8 @@ from nova_orphans import audit
 from nova_orphans.core.model import DangerKind, Disk, Interface, Kind, Selector, Usage
 from nova_orphans.core.policy import Action
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
-from nova_orphans.observe.dangers import DangerObserver
-from nova_orphans.observe.placement import PlacementObserver
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 from tests.agent.simworld import OTHER, SimWorld
 
 VOLUME = "0a0a0a0a-0000-4000-8000-00000000000a"

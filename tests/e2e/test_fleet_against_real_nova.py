@@ -23,8 +23,8 @@ from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import audit as fleet
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 from tests import report_schema
 from tests.e2e.test_lean_listing_against_real_nova import CountingTransport, domain
 

@@ -26,9 +26,9 @@ from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, Finding, NovaMetadata
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova_reference import reference_observe
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.nova_session import KeystoneTransport
-from nova_orphans.observe.nova_tracker import NovaTracker
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.session import KeystoneTransport
+from nova_orphans.observe.nova.tracker import NovaTracker
 from nova_orphans.record.metrics import Metrics
 
 pytestmark = pytest.mark.nova

@@ -22,7 +22,7 @@ from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import manifest, restore
 from nova_orphans.fakes import libvirt_node as worlds
-from nova_orphans.record.journal import QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
 
 pytestmark = pytest.mark.libvirtd
 

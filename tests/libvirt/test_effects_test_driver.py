@@ -19,7 +19,7 @@ from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.act.quarantine import manifest, restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.fakes import libvirt_node as worlds
-from nova_orphans.record.journal import QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
 
 URI = "test:///default"
 STAMP = "20240501T120000Z"

@@ -16,7 +16,8 @@ import pytest
 
 from nova_orphans import cli, exits
 from nova_orphans.core.model import Kind
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 from nova_orphans.render import fleet as render
 from nova_orphans.render import table
 from tests.libvirt.test_fleet_reports_test_driver import SPLIT, Cloud, cloud, domain, healthy

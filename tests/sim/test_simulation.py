@@ -17,8 +17,8 @@ from nova_orphans.act.quarantine.manifest import Kept
 from nova_orphans.core import classify as classify_module
 from nova_orphans.core.decide import Plan
 from nova_orphans.fakes.host import SimulatedEffects
-from nova_orphans.observe import nova as nova_module
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import paging
+from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, trial
 from nova_orphans.sim.cloud import Cloud
@@ -396,7 +396,7 @@ def test_a_max_limit_below_the_page_size_gives_the_findings_of_the_default(max_l
 
 
 def test_paging_that_stops_at_a_short_page_breaks_the_classification_invariant(monkeypatch):
-    monkeypatch.setattr(nova_module, "_next_marker", lambda *args: None)
+    monkeypatch.setattr(paging, "_next_marker", lambda *args: None)
     found = trial.replay(short_pages_history(2)).violations
     assert [v.invariant for v in found] == [checks.CLASSIFICATION]
     assert found[0].detail.startswith("lost: classified []")

@@ -7,7 +7,8 @@ import pathlib
 import pytest
 
 from nova_orphans.fakes import libvirt_node as worlds
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 #: The reaped guest of ``reaped``, and its quarantine time stamp.
 U = "11111111-2222-4333-8444-555555555555"

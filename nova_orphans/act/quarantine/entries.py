@@ -18,7 +18,8 @@ from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import files, paths
 from nova_orphans.act.quarantine import manifest as manifests
 from nova_orphans.exceptions import one_line
-from nova_orphans.record.journal import Journal, QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from nova_orphans.act.quarantine.manifest import (
     XML_FILE,
     Manifest,
 )
-from nova_orphans.record.journal import QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
 
 DEFAULT_SWTPM_ROOT = "/var/lib/libvirt/swtpm"
 #: What ``keep_state`` may have put into a quarantine directory.

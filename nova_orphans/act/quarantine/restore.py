@@ -29,8 +29,9 @@ from nova_orphans.core.model import Kind
 from nova_orphans.core.policy import Step
 from nova_orphans.exceptions import NovaOrphansError, one_line
 from nova_orphans.observe.errors import ObserveError
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 
 #: The journal's name for a restore step (taken through ``actuator.Steps``).
 RESTORE_STEP = Step.RESTORE.value

@@ -17,7 +17,8 @@ from nova_orphans.act.actuator import Actuator
 from nova_orphans.act.quarantine import entries
 from nova_orphans.core.policy import Policy, Step
 from nova_orphans.core.sightings import counts_after
-from nova_orphans.record.journal import Journal, QuarantineEntry, RetentionSighting
+from nova_orphans.record.entries import QuarantineEntry, RetentionSighting
+from nova_orphans.record.journal import Journal
 
 #: The journal's name for a purge step.
 STEP = Step.PURGE.value

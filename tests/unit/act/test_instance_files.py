@@ -20,7 +20,7 @@ from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import files, paths
 from nova_orphans.core import leftovers, model
 from nova_orphans.fakes import libvirt_node as worlds
-from nova_orphans.record.journal import QuarantineEntry
+from nova_orphans.record.entries import QuarantineEntry
 
 UUID = "0c5e7e32-8f0e-4d4e-9a57-3b1f1c2d0a01"
 STAMP = "20240501T120000Z"

@@ -13,7 +13,8 @@ import datetime
 from nova_orphans import cli, exits
 from nova_orphans.cli import journal as cli_journal
 from nova_orphans.record import lock
-from nova_orphans.record.journal import STAMP_FORMAT, QuarantineEntry, quarantine_lock_path
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import quarantine_lock_path
 from tests.agent.simworld import SimWorld
 from tests.unit.conftest import U
 

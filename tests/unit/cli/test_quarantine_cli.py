@@ -23,7 +23,8 @@ import pytest
 from nova_orphans import cli, exits
 from nova_orphans.act.quarantine import entries, manifest
 from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest
-from nova_orphans.record.journal import STAMP_FORMAT, Journal, QuarantineEntry
+from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
+from nova_orphans.record.journal import Journal
 from tests import report_schema
 
 OLD, YOUNG = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"

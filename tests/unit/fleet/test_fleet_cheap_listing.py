@@ -27,8 +27,8 @@ from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet.audit import fleet_audit
 from nova_orphans.fleet.scan import HostScan
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 from tests.unit.observe import test_cheap_listing as single
 from tests.unit.observe.test_cheap_listing import DENIED, HOST, OTHER, domain
 

@@ -20,7 +20,7 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata, NovaView,
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_observe
 from nova_orphans.observe.errors import NovaBadAnswer, NovaError
-from nova_orphans.observe.nova import BULK_LOOKUP_FROM, NovaObserver
+from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
 
 HOST, OTHER = "cmp-1", "cmp-2"
 DENIED = "denied-*"

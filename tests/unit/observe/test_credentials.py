@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from nova_orphans import cli, conf, exits
-from nova_orphans.observe.nova_session import CredentialsMissing, transport_from_conf
+from nova_orphans.observe.nova.session import CredentialsMissing, transport_from_conf
 
 
 def write(tmp_path: pathlib.Path, name: str, text: str) -> str:

@@ -10,9 +10,9 @@ import pytest
 from nova_orphans import config
 from nova_orphans.config import nova_compute
 from nova_orphans.fakes.nova import Fault, SimulatedNova
-from nova_orphans.observe import nova_nodes
 from nova_orphans.observe.errors import NovaError
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova import nodes as nova_nodes
+from nova_orphans.observe.nova.observer import NovaObserver
 
 
 @pytest.fixture

@@ -16,14 +16,10 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import (
-    MAX_LISTED,
-    MAX_PAGES,
-    MICROVERSION,
-    NovaObserver,
-    default_retry,
-)
-from nova_orphans.observe.nova_fleet import FleetNovaObserver
+from nova_orphans.observe.nova.api import MICROVERSION, default_retry
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.paging import MAX_LISTED, MAX_PAGES
 
 HOST = "cmp-1"
 NOVA = "http://nova.example:8774/v2.1"

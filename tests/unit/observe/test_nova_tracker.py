@@ -12,8 +12,8 @@ from nova_orphans.core.classify import classify
 from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
-from nova_orphans.observe.nova import NovaObserver
-from nova_orphans.observe.nova_tracker import NovaTracker
+from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.tracker import NovaTracker
 
 HOST, OTHER = "cmp-1", "cmp-2"
 META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")

@@ -12,7 +12,7 @@ import pytest
 from nova_orphans import demo as demo_cloud
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaError, NovaUnreachable
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 
 UTC = datetime.timezone.utc
 T0 = datetime.datetime(2024, 4, 1, tzinfo=UTC)

@@ -20,7 +20,7 @@ from typing import Any
 from nova_orphans.core.identity import LocalComputeId, NovaNode
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError
-from nova_orphans.observe.nova import NovaObserver
+from nova_orphans.observe.nova.observer import NovaObserver
 
 #: nova/virt/node.py: nova-compute's node identity file (Nova >= 2023.1).
 COMPUTE_ID_FILE = "compute_id"

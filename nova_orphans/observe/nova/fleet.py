@@ -35,7 +35,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
 from nova_orphans.core.model import Migration, NovaView, Server
-from nova_orphans.observe.nova import NovaObserver, parse_migration
+from nova_orphans.observe.nova.api import parse_migration
+from nova_orphans.observe.nova.observer import NovaObserver
 
 #: Requests in flight at once against Nova. NOTE: each host's listing costs Nova a
 #: fixed ≈ 0.2 s (calibrated model), so a 1,000-host fleet needs its listings side by

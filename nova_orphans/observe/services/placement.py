@@ -11,7 +11,7 @@ import urllib.parse
 from typing import Any
 
 from nova_orphans.core.cost import PlacementAnswer, ProviderView, Resource
-from nova_orphans.observe.services import Client, ServiceError, get_json
+from nova_orphans.observe.services.client import Client, ServiceError, get_json
 
 
 class PlacementObserver:

@@ -15,7 +15,7 @@ from typing import Any
 
 from nova_orphans.core import danger
 from nova_orphans.core.model import Finding
-from nova_orphans.observe.services import Client, ServiceError, get_json
+from nova_orphans.observe.services.client import Client, ServiceError, get_json
 
 
 class DangerObserver:

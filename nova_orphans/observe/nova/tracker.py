@@ -2,18 +2,11 @@
 
 A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers. The
 agent keeps its last view and, in the cycles between full looks, asks only for what changed
-since (``changes-since`` returns changed and deleted rows):
-
-- the plain listing of every server of the cloud that changed (ids only: a server that left
-  this host no longer matches ``host=H``, so a host-filtered listing would miss it);
-- the detail listing of those Nova places on this host now (``host=H&changes-since``);
-- a lookup for each new domain and each domain of a changed server Nova does not manage
-  here (many: one listing of the host's deleted rows first); the last view's record of
-  every other domain still holds (its row did not change), as do its migrations when
-  nothing they explain changed (``core/nova_delta.py``). A kept deleted record may have
-  been archived since, until the next full look; every step re-verifies afresh;
-- the service listing of every cell: the changes come from the whole cloud, and Nova
-  skips a cell it cannot reach.
+since (``changes-since`` returns changed and deleted rows): the changed servers of the cloud and
+of this host, a lookup for each new domain and each domain of a changed server Nova does not
+manage here, and every cell's services; the last view's record of every other domain still
+holds (``core/nova_delta.py``). docs/design.md §8 ("Incremental agent cycles") gives the
+requests and why each holds.
 
 Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look or
 the newest report time of a compute service in it, whichever is earlier, less
@@ -39,7 +32,8 @@ from collections.abc import Iterable, Sequence
 from nova_orphans.core.model import NovaView, Server
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
 from nova_orphans.observe.errors import NovaBadAnswer
-from nova_orphans.observe.nova import NovaObserver, parse_server
+from nova_orphans.observe.nova.api import parse_server
+from nova_orphans.observe.nova.observer import NovaObserver
 
 LOG = logging.getLogger(__name__)
 

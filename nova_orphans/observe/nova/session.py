@@ -19,7 +19,7 @@ from nova_orphans.observe.errors import (
     NovaError,
     NovaUnreachable,
 )
-from nova_orphans.observe.nova import MICROVERSION
+from nova_orphans.observe.nova.api import MICROVERSION
 
 
 class CredentialsMissing(NovaOrphansError):

@@ -1,0 +1,1 @@
+"""Read-only observers of Placement, Cinder and Neutron, through Nova's session."""
