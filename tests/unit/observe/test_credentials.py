@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans import cli, conf, exits
+from nova_orphans import cli, config, exits
 from nova_orphans.observe.nova.session import CredentialsMissing, transport_from_conf
 
 
@@ -70,14 +70,14 @@ def test_an_unknown_cloud_name_is_a_config_error(tmp_path, capsys, world, clouds
     ids=["admin_token endpoint", "endpoint_override wins"],
 )
 def test_the_keystoneauth_section_decides_the_endpoint(tmp_path, section, endpoint):
-    loaded = conf.load([write(tmp_path, "c.conf", "[nova]\n" + section)])
+    loaded = config.load([write(tmp_path, "c.conf", "[nova]\n" + section)])
     transport = transport_from_conf(loaded)
     assert transport._endpoint() == endpoint
     assert loaded.nova.timeout == 30  # never wait forever by default
 
 
 def test_a_password_section_loads_every_standard_option(tmp_path):
-    loaded = conf.load(
+    loaded = config.load(
         [
             write(
                 tmp_path,
@@ -98,7 +98,7 @@ def test_a_password_section_loads_every_standard_option(tmp_path):
 
 def test_no_credentials_at_all_is_refused(tmp_path):
     with pytest.raises(CredentialsMissing):
-        transport_from_conf(conf.load([write(tmp_path, "c.conf", "[DEFAULT]\n")]))
+        transport_from_conf(config.load([write(tmp_path, "c.conf", "[DEFAULT]\n")]))
 
 
 def test_os_cloud_alone_names_the_cloud(tmp_path, capsys, world, clouds_yaml, monkeypatch):
@@ -113,7 +113,7 @@ def test_os_cloud_alone_names_the_cloud(tmp_path, capsys, world, clouds_yaml, mo
 
 def test_the_config_files_choice_wins_over_os_cloud(tmp_path, clouds_yaml, monkeypatch):
     monkeypatch.setenv("OS_CLOUD", "test")
-    loaded = conf.load(
+    loaded = config.load(
         [
             write(
                 tmp_path,
