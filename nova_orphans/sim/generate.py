@@ -111,7 +111,7 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "suspend": (2, _idle_here, ("",)),
     "snapshot": (1.5, _domain, ("",)),
     "image_cache": (1.5, None, ("",)),
-    "hostile_disk": (0.8, _domain, tuple(HOSTILE_DISKS)),
+    "hostile_disk": (1.2, _domain, tuple(HOSTILE_DISKS)),
     "share_volume": (1, _domain, ("",)),
 }  # fmt: skip
 #: Event ops, and the ``--without`` name that leaves each out.
