@@ -164,7 +164,9 @@ class SimulatedHost:
         """The backing files a reap keeps for ``uuid``'s disk, judged by the product's own
         rules (``act.images``): the declared format, the path rules, a regular file
         reached through no symlink. Raises ``EffectError`` as the live effects do."""
-        disk = self.disks.get(uuid, Disk())
+        if uuid not in self.hostile:
+            return self.state[uuid].backing  # NOTE: Nova's own overlay on its _base image
+        disk = self.disks[uuid]
         image = images.Image(f"{self.instances_path}/{uuid}/disk", disk.format)
         path = images.backing_path(image, disk.header_backing, self.instances_path)
         if path is None:

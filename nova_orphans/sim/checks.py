@@ -50,6 +50,17 @@
     operator releases it.
 13. **single copy** — no operator restore, through the product's restore decision,
     starts the guest while Nova has a live record of that server on any host.
+14. **quarantine files** — after every step, no quarantine holds a backing file that
+    leads (through the host's symlinks) anywhere but a file under instances_path: a
+    device, a URL, a host file a guest's disk named (docs/design.md rule 20).
+15. **fleet** — a forged report beside the host's own (dated ahead, of a host Nova does
+    not know, or disagreeing with it) never hides the host's orphans: the merge shows
+    them or does not trust the host, and never trusts a host Nova does not know.
+
+Invariant 1 also forbids every destructive step (purges too) while the agent's
+``[nova]`` section reaches another cloud, whatever the truth, and from an agent
+configured ``dry_run``; a stop at once (docs/design.md rule 18) is allowed beyond the
+kind's action only for a running ``deleted`` guest whose volume another server writes.
 
 Invariant 1 is judged on the hypervisor the call truly changes: an agent configured
 with another compute's ``host``, or reading another compute's libvirt, that acted
