@@ -23,7 +23,7 @@ import re
 import stat
 import subprocess
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from oslo_utils.imageutils import format_inspector
 
@@ -85,7 +85,7 @@ def backing_chain(disk: Image, instances_path: str) -> list[Image]:
     """
     if not os.path.lexists(disk.path):
         return []
-    _check_regular(disk.path, f"disk {disk.path}")
+    check_regular(disk.path, f"disk {disk.path}")
     chain: list[Image] = []
     image: Image | None = disk
     while image is not None:
@@ -125,7 +125,9 @@ def _backing_of(image: Image, instances_path: str) -> Image | None:
         if has_backing:
             raise _unreadable(image.path, "its header has a backing file qemu-img does not show")
         return None
-    path = _backing_path(image.path, str(named), instances_path)
+    path = backing_path(image, str(named), instances_path)
+    assert path is not None
+    check_regular(path, f"its backing file {path}", image.path)
     declared = info.get("backing-filename-format")
     return Image(path, str(declared) if declared else _undeclared_format(image.path, path))
 
@@ -134,7 +136,7 @@ def _inspect_qcow2(path: str) -> bool:
     """Whether the qcow2 image at ``path`` has a backing file; refuse it when unsafe.
 
     NOTE: oslo.utils' safety checks refuse a backing file too; ours is accepted and
-    then judged by ``_backing_path``. A data file, unknown features or a header
+    then judged by ``backing_path``. A data file, unknown features or a header
     that is not qcow2 at all refuse it.
     """
     inspector = _inspected(path, "qcow2")
@@ -228,26 +230,42 @@ def _data_file(info: dict[str, object]) -> str | None:
     return str(found) if found else None
 
 
-def _backing_path(image: str, named: str, instances_path: str) -> str:
-    """The backing file ``image`` names, when it is a regular file under ``instances_path``."""
+def backing_path(image: Image, named: str | None, instances_path: str) -> str | None:
+    """The backing file ``named`` in the header of ``image`` (read as its declared format),
+    when the path rules allow it; None when there is none. Pure: no file is touched.
+
+    A raw image names no backing file, whatever its bytes say. A protocol or URL, or a
+    path outside ``instances_path``, raises ``EffectError``; ``check_regular`` must then
+    find a regular file there, reached through no symlink.
+    """
+    if image.format == "raw" or not named:
+        return None
     if _PROTOCOL.match(named):
-        raise _unreadable(image, f"its backing file {named!r} is a protocol or URL, not a file")
+        why = f"its backing file {named!r} is a protocol or URL, not a file"
+        raise _unreadable(image.path, why)
     # NOTE: qemu resolves a relative name against the overlay's directory.
-    path = os.path.normpath(os.path.join(os.path.dirname(image), named))
+    path = os.path.normpath(os.path.join(os.path.dirname(image.path), named))
     base = os.path.abspath(instances_path)
     if os.path.commonpath([path, base]) != base or path == base:
-        raise _unreadable(image, f"its backing file {path} is outside {base}")
-    _check_regular(path, f"its backing file {path}", image)
+        raise _unreadable(image.path, f"its backing file {path} is outside {base}")
     return path
 
 
-def _check_regular(path: str, what: str, disk: str | None = None) -> None:
-    """Refuse ``path`` unless it is a regular file reached through no symlink."""
-    link = first_symlink(path)
+def check_regular(
+    path: str,
+    what: str,
+    disk: str | None = None,
+    lstat: Callable[[str], os.stat_result] = os.lstat,
+) -> None:
+    """Refuse ``path`` unless it is a regular file reached through no symlink.
+
+    ``lstat``: how a path is looked at (a simulated host passes its own).
+    """
+    link = first_symlink(path, lstat)
     if link is not None:
         raise _unreadable(disk or path, f"{what}: {link} is a symlink (never followed)")
     try:
-        mode = os.lstat(path).st_mode
+        mode = lstat(path).st_mode
     except OSError as err:
         raise _unreadable(disk or path, f"{what}: {err.strerror}") from err
     if not stat.S_ISREG(mode):

@@ -11,8 +11,10 @@ import collections
 import dataclasses
 import os
 import shutil
+import stat
 from collections.abc import Callable
 
+from nova_orphans.act import images
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest
 from nova_orphans.core.identity import LibvirtIdentity
@@ -20,6 +22,20 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError
 
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"
+#: The simulated host's instances_path (Nova's ``[DEFAULT] instances_path``).
+INSTANCES = "/instances"
+#: Files of the host outside instances_path that a hostile disk may name, and their type.
+HOST_FILES = {"/etc/shadow": stat.S_IFREG, "/etc/passwd": stat.S_IFREG, "/dev/zero": stat.S_IFCHR}
+
+
+@dataclasses.dataclass(frozen=True)
+class Disk:
+    """A guest's disk in ``<instances_path>/<uuid>/disk``: the format its domain XML
+    declares (``<driver type>``), and the backing file its header names, if any (the
+    tenant's bytes: a raw disk may carry a forged qcow2 header)."""
+
+    format: str = "raw"
+    header_backing: str | None = None
 
 
 @dataclasses.dataclass
@@ -58,6 +74,13 @@ class SimulatedHost:
         self.state: dict[str, Kept] = {}
         #: The backing files present in instances_path/_base.
         self.bases: set[str] = set()
+        self.instances_path = INSTANCES
+        #: Each guest's disk (its declared format and what its header names), by UUID.
+        self.disks: dict[str, Disk] = {}
+        #: Symlinks on the host (path -> target), e.g. a base someone linked elsewhere.
+        self.links: dict[str, str] = {}
+        #: The guests whose disk ``hostile_disk`` changed.
+        self.hostile: set[str] = set()
         self.manifests: dict[str, Manifest] = {}
         #: Called before every read; may raise HypervisorError or change the world.
         self.before_read: Callable[[str], None] | None = None
@@ -82,11 +105,74 @@ class SimulatedHost:
         self.xml[uuid] = f"<domain><name>{name}</name><uuid>{uuid}</uuid></domain>"
         self.files[uuid] = f"disk-of-{uuid}"
         # NOTE: a Nova guest's disk is a qcow2 overlay on its image in _base.
-        base = f"/instances/_base/image-of-{uuid}" if nova else None
+        base = f"{INSTANCES}/_base/image-of-{uuid}" if nova else None
         backing = (BackingFile(base, f"0-image-of-{uuid}", "hard link", 1),) if base else ()
         self.state[uuid] = Kept(backing=backing)
+        self.disks[uuid] = Disk("qcow2", base) if base else Disk()
         self.bases.update(b.path for b in backing)
         return domain
+
+    def hostile_disk(self, uuid: str, disk: Disk, link: tuple[str, str] | None = None) -> None:
+        """The guest's disk becomes ``disk`` (a forged header, an odd backing file);
+        ``link``: a symlink (path, target) the host gets beside it.
+
+        NOTE: libvirt reads the disk as declared: a raw one needs no backing file, a
+        qcow2 one the file its header names (which a reap must never keep).
+        """
+        self.disks[uuid] = disk
+        self.hostile.add(uuid)
+        if link is not None:
+            self.links[link[0]] = link[1]
+        named = disk.header_backing
+        backing = () if disk.format == "raw" or not named else (_backing_file(named),)
+        self.state[uuid] = dataclasses.replace(self.state[uuid], backing=backing)
+
+    def lstat(self, path: str) -> os.stat_result:
+        """``os.lstat`` of the host's file system as simulated (its paths only)."""
+        mode = self._mode(os.path.normpath(path))
+        if mode is None:
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return os.stat_result((mode | 0o600, 0, 0, 1, 0, 0, 1, 0, 0, 0))
+
+    def _mode(self, path: str) -> int | None:
+        if path in self.links:
+            return stat.S_IFLNK
+        if path in HOST_FILES:
+            return HOST_FILES[path]
+        own = {f"{self.instances_path}/{u}/disk" for u in self.domains}
+        if path in self.bases or path in own:
+            return stat.S_IFREG
+        parents = {os.path.dirname(p) for p in (*self.bases, *own, *self.links, *HOST_FILES)}
+        if any(p == path or p.startswith(path.rstrip("/") + "/") for p in parents):
+            return stat.S_IFDIR
+        return None
+
+    def real_path(self, path: str) -> str:
+        """Where ``path`` leads once every simulated symlink on the way is followed."""
+        parts, seen = os.path.normpath(path).split("/")[1:], 0
+        current = ""
+        while parts and seen < 40:
+            current = os.path.normpath(f"{current}/{parts.pop(0)}")
+            if current in self.links:
+                seen += 1
+                target = os.path.join(os.path.dirname(current), self.links[current])
+                parts = os.path.normpath(target).split("/")[1:] + parts
+                current = ""
+        return current or "/"
+
+    def backing_kept(self, uuid: str) -> tuple[BackingFile, ...]:
+        """The backing files a reap keeps for ``uuid``'s disk, judged by the product's own
+        rules (``act.images``): the declared format, the path rules, a regular file
+        reached through no symlink. Raises ``EffectError`` as the live effects do."""
+        if uuid not in self.hostile:
+            return self.state[uuid].backing  # NOTE: Nova's own overlay on its _base image
+        disk = self.disks[uuid]
+        image = images.Image(f"{self.instances_path}/{uuid}/disk", disk.format)
+        path = images.backing_path(image, disk.header_backing, self.instances_path)
+        if path is None:
+            return ()
+        images.check_regular(path, f"its backing file {path}", image.path, self.lstat)
+        return (_backing_file(path),)
 
     def suspend(self, uuid: str) -> None:
         """libvirt managed-saves the guest: its RAM goes to an image, the domain shuts off."""
@@ -161,6 +247,11 @@ class SimulatedHost:
             self.files[uuid] = saved.files
 
 
+def _backing_file(path: str) -> BackingFile:
+    """The record of a kept backing file, as ``SimulatedHost.define`` writes it."""
+    return BackingFile(path, f"0-{os.path.basename(path)}", "hard link", 1)
+
+
 class SimulatedEffects:
     """``Effects`` on a ``SimulatedHost``; ``fail`` makes chosen methods raise."""
 
@@ -213,7 +304,11 @@ class SimulatedEffects:
         domain = self._call("keep_state", uuid)
         if domain.is_active:
             raise EffectError(f"{uuid} is running; stop it first")
-        kept = self.host.state[uuid]
+        try:
+            backing = self.host.backing_kept(uuid)
+        except EffectError as err:
+            raise EffectError(f"keep the state of {uuid}: {err}; not reaped") from err
+        kept = dataclasses.replace(self.host.state[uuid], backing=backing)
         self.host.quarantine[uuid].kept = kept
         self._done("keep_state", uuid)
         return kept

@@ -109,6 +109,14 @@ def _summary(
                      f"{c.second_agents_refused} second agents refused, "
                      f"{c.clock_steps} clock steps; {c.restores} restores "
                      f"({c.restores_refused} refused), {c.releases} releases"),
+        ("new faults", f"{c.wrong_cloud_cycles} cycles with [nova] on another cloud, "
+                       f"{c.unproven_setups} histories without compute_id or a pinned UUID; "
+                       f"{c.hostile_disks} hostile disks ({c.hostile_reaps_refused} reaps "
+                       f"refused for them); {c.shared_volumes} shared volumes "
+                       f"({c.stops_at_once} stops at once); {c.fleet_merges} fleet merges "
+                       f"with a forged report ({c.forged_flagged} flagged); "
+                       f"{c.api_clock_skewed} histories with Nova's API clock off, "
+                       f"{c.configured_dry_runs} configured dry runs"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),
     ]  # fmt: skip

@@ -50,6 +50,17 @@
     operator releases it.
 13. **single copy** — no operator restore, through the product's restore decision,
     starts the guest while Nova has a live record of that server on any host.
+14. **quarantine files** — after every step, no quarantine holds a backing file that
+    leads (through the host's symlinks) anywhere but a file under instances_path: a
+    device, a URL, a host file a guest's disk named (docs/design.md rule 20).
+15. **fleet** — a forged report beside the host's own (dated ahead, of a host Nova does
+    not know, or disagreeing with it) never hides the host's orphans: the merge shows
+    them or does not trust the host, and never trusts a host Nova does not know.
+
+Invariant 1 also forbids every destructive step (purges too) while the agent's
+``[nova]`` section reaches another cloud, whatever the truth, and from an agent
+configured ``dry_run``; a stop at once (docs/design.md rule 18) is allowed beyond the
+kind's action only for a running ``deleted`` guest whose volume another server writes.
 
 Invariant 1 is judged on the hypervisor the call truly changes: an agent configured
 with another compute's ``host``, or reading another compute's libvirt, that acted
@@ -63,7 +74,8 @@ import datetime
 from collections.abc import Iterable
 
 from nova_orphans.agent import CycleResult
-from nova_orphans.core.model import Domain, Kind, Selector
+from nova_orphans.core.fleet_reports import MergedFleet, PerHostReport
+from nova_orphans.core.model import ORPHAN_KINDS, Domain, Kind, Selector
 from nova_orphans.core.policy import Action
 from nova_orphans.fakes.host import Quarantined, SimulatedHost
 from nova_orphans.record.entries import STAMP_FORMAT
@@ -72,12 +84,21 @@ from nova_orphans.sim.cloud import CELLS, HOST, Cloud
 from nova_orphans.sim.effects import Reaped
 from nova_orphans.sim.operator import URIS, Config, Loaded
 from nova_orphans.sim.steps import Setup
-from nova_orphans.sim.truth import ORPHANS, Truth, lost, still_managed, truth_of
+from nova_orphans.sim.truth import (
+    ORPHANS,
+    Truth,
+    lost,
+    outside,
+    still_managed,
+    stops_at_once,
+    truth_of,
+)
 
 SAFETY, LIVENESS, RESTORE, JOURNAL = "1-safety", "2-liveness", "3-restore", "4-journal"
 DRY_RUN, CLASSIFICATION, CAP = "5-dry-run", "6-classification", "7-cap"
 CONFIG, DRY_APART, LOCK, TIME = "8-config", "9-dry-run-apart", "10-one-agent", "11-time"
 HOLD, SINGLE_COPY = "12-hold", "13-single-copy"
+QUARANTINE_FILES, FLEET = "14-quarantine-files", "15-fleet"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +140,16 @@ def effect_check(
     if truth in ORPHANS:
         action = policy.action_for(Kind(truth.value))
         allowed = policy.allow.empty or policy.allow.covers(domain)
-        if not allowed or action is Action.LOG or (method != "stop" and action is Action.STOP):
+        # NOTE: docs/design.md rule 18: opted in, a running deleted guest whose volume
+        # another server writes may be stopped whatever its kind's action.
+        at_once = method == "stop" and stops_at_once(
+            cloud, domain, setup.stop_shared_volume_at_once, host
+        )
+        if (
+            not allowed
+            or (action is Action.LOG and not at_once)
+            or (method != "stop" and action is Action.STOP)
+        ):
             found.append(
                 (SAFETY, f"{method} of {label}, truly {truth.value}, which the operator "
                          f"allowed only to {'nothing' if not allowed else action.value}")
@@ -316,6 +346,8 @@ class Liveness:
                 seconds=setup.grace_period + setup.reap_delay + (s + 2) * interval
             ),
         }
+        #: ``[agent] dry_run``: the agent never handles anything, by the operator's choice.
+        self.reports_only = setup.dry_run
         self.episodes: dict[str, _Episode] = {}
         self.excused: dict[str, datetime.datetime] = {}
         self.all_excused = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
@@ -366,7 +398,9 @@ class Liveness:
         back): a ``deleted`` guest's grace runs from Nova's deletion time, on true
         time, so the agent rightly waits that much longer.
         """
-        now, late = cloud.now, []
+        now, late = cloud.now, list[str]()
+        if self.reports_only:
+            return late
         lag = datetime.timedelta(seconds=max(0.0, behind))
         current: dict[str, _Episode] = {}
         for domain in cloud.hv.domains.values():
@@ -410,7 +444,23 @@ def config_loaded(setup: Setup, edits: Config, loaded: Loaded) -> list[str]:
         problems.append(f"the loaded deny list {loaded.deny} is not the config's")
     if (loaded.host, loaded.libvirt_uri) != (edits.host, URIS[edits.libvirt]):
         problems.append(f"the agent runs as {loaded.host} on {loaded.libvirt_uri}")
+    if loaded.dry_run != setup.dry_run:
+        problems.append(f"the agent loaded dry_run={loaded.dry_run}, the config says otherwise")
+    if (loaded.pinned_node is not None) != setup.pin_node:
+        problems.append(f"the agent loaded compute_node_uuid={loaded.pinned_node}")
     return problems
+
+
+def quarantine_files(host: SimulatedHost) -> list[str]:
+    """Invariant 14: no quarantine holds a host file outside instances_path (a device, a
+    URL, a file a guest's disk named elsewhere, or one a symlink leads elsewhere to)."""
+    return [
+        f"the quarantine of {uuid} holds {b.path}, outside {host.instances_path}"
+        + (f" (it leads to {host.real_path(b.path)})" if host.real_path(b.path) != b.path else "")
+        for uuid, saved in sorted(host.quarantine.items())
+        for b in saved.kept.backing
+        if outside(host, b.path)
+    ]
 
 
 _CONFIGURABLE = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
@@ -453,6 +503,7 @@ class TimeCheck:
     def __init__(self, setup: Setup) -> None:
         self.grace = setup.grace_period
         self.reap_delay = setup.reap_delay
+        self.at_once = setup.stop_shared_volume_at_once
         self.tolerance = setup.interval
         self.deny = setup.deny()
         #: Per guest: (truth, since) and stopped-since, both on true time, sampled at cycles.
@@ -474,6 +525,9 @@ class TimeCheck:
         """The violations a stop or undefine of ``uuid`` at true time now would commit."""
         if method not in ("stop", "undefine") or uuid not in self.kind_since:
             return []
+        domain = cloud.hv.domains.get(uuid)
+        if method == "stop" and domain and stops_at_once(cloud, domain, self.at_once):
+            return []  # NOTE: docs/design.md rule 18: no wait, by the operator's choice
         label, now = cloud.labels.get(uuid, uuid), cloud.now
         truth, since = self.kind_since[uuid]
         row = cloud.nova.servers.get(uuid)
@@ -497,3 +551,24 @@ class TimeCheck:
         if method == "undefine" and stopped is None and self.reap_delay > self.tolerance:
             found.append((TIME, f"undefine of {label}, not seen stopped at any cycle before"))
         return found
+
+
+def fleet_merged(own: PerHostReport, forged: PerHostReport, merged: MergedFleet) -> list[str]:
+    """Invariant 15: a forged report (dated ahead, of a host Nova does not know, or
+    disagreeing) never hides the orphans the host's own report shows: the merge shows
+    them, or does not trust the host; and a host Nova does not know is never trusted."""
+    standing = {h.host: h for h in merged.hosts}
+    problems = []
+    mine = standing[own.host]
+    orphans = {(f.uuid, f.kind) for f in own.findings if f.kind in ORPHAN_KINDS}
+    shown = {(f.uuid, f.kind) for f in mine.findings}
+    if mine.trusted and not orphans <= shown:
+        hidden = sorted(u for u, _ in orphans - shown)
+        problems.append(
+            f"a forged report ({forged.source}, {forged.host}, {forged.checked_at.isoformat()}) "
+            f"hides the orphans {hidden} of {own.host}, which the merge trusts"
+        )
+    for host in merged.hosts:
+        if host.trusted and not host.known_to_nova:
+            problems.append(f"the merge trusts a report of {host.host}, a host Nova does not know")
+    return problems

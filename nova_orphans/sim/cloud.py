@@ -16,12 +16,29 @@ import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable
 
-from nova_orphans.core.model import DomainState
-from nova_orphans.fakes.host import SimulatedHost
+from nova_orphans.core.model import Disk, DomainState
+from nova_orphans.fakes.host import INSTANCES, SimulatedHost
+from nova_orphans.fakes.host import Disk as HostDisk
 from nova_orphans.fakes.nova import START, SimulatedNova
 from nova_orphans.fakes.nova_views import SimServer
+from nova_orphans.fakes.services import SimCinder
 
 HOST, OTHER = "cmp-1", "cmp-2"
+#: The disks a tenant (or an image) can make hostile, by ``hostile_disk``'s arg: the
+#: format the domain XML declares, the backing file the header names, and a symlink
+#: the host has (path, target). Every one but "forged-raw" must refuse the reap; a
+#: forged raw disk is read as raw, so its header names nothing (docs/design.md rule 20).
+HOSTILE_DISKS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
+    "forged-raw": ("raw", "/etc/shadow", None),
+    "dev-zero": ("qcow2", "/dev/zero", None),
+    "nbd": ("qcow2", "nbd://203.0.113.7:10809/export", None),
+    "outside": ("qcow2", "/etc/shadow", None),
+    "relative": ("qcow2", "../../etc/passwd", None),
+    "symlink-base": ("qcow2", f"{INSTANCES}/_base/linked", (f"{INSTANCES}/_base/linked",
+                                                           "/etc/shadow")),
+}  # fmt: skip
+#: The server another cloud's Nova runs on its same-named compute (``other_cloud``).
+OTHER_CLOUD_SERVERS = ("w1", "w2", "w3")
 #: The cell of each compute host (a down cell hides its rows from Nova's listings).
 CELLS = {HOST: "cell1", OTHER: "cell2"}
 _NS = uuidlib.UUID("0b5c3e0e-8a57-4c1e-9d0e-5f7a8b9c1d2e")
@@ -60,6 +77,27 @@ class Cloud:
         #: the clock of the liveness invariant.
         self.version: Counter[str] = Counter()
         self.labels: dict[str, str] = {}
+        #: Cinder: the volumes guests here hold, some attached to another server too.
+        self.cinder = SimCinder()
+        self._other_cloud: SimulatedNova | None = None
+
+    @property
+    def other_cloud(self) -> SimulatedNova:
+        """Another cloud's Nova (staging, another region), built from the same inventory:
+        computes of the same host names, hostnames and type, but its own node UUIDs; its
+        servers on ``HOST`` are not in this libvirt, and it has no record of this host's
+        guests. A ``[nova]`` section pointing there must never let the agent act."""
+        if self._other_cloud is None:
+            nova = SimulatedNova(start=START)
+            for host in (HOST, OTHER):
+                compute = nova.add_compute(host, cell=CELLS[host])
+                compute.node_uuid = str(uuidlib.uuid5(_NS, f"other-cloud-node-{host}"))
+                compute.service_uuid = str(uuidlib.uuid5(_NS, f"other-cloud-service-{host}"))
+            for n, label in enumerate(OTHER_CLOUD_SERVERS):
+                at = START + datetime.timedelta(minutes=n)
+                nova.boot(HOST if n < 2 else OTHER, name_of(label), uuid_of(label), at=at)
+            self._other_cloud = nova
+        return self._other_cloud
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -529,6 +567,31 @@ class Cloud:
             self.hv.change(uuid, state=RUNNING)
         return True
 
+    def hostile_disk(self, label: str, arg: str) -> bool:
+        """The guest's disk turns hostile (``HOSTILE_DISKS[arg]``): a raw disk with a forged
+        qcow2 header, or an image whose backing file is a device, a URL, a host file
+        outside instances_path or a symlinked base."""
+        uuid = uuid_of(label)
+        if uuid not in self.hv.domains or arg not in HOSTILE_DISKS:
+            return False
+        fmt, named, link = HOSTILE_DISKS[arg]
+        self.hv.hostile_disk(uuid, HostDisk(fmt, named), link)
+        return True
+
+    def share_volume(self, label: str, arg: str) -> bool:
+        """The guest holds a Cinder volume that Cinder has attached to another server
+        (on the other compute) since: two writers on one disk (docs/design.md rule 18)."""
+        uuid = uuid_of(label)
+        domain = self.hv.domains.get(uuid)
+        if domain is None or domain.disks:
+            return False
+        volume = str(uuidlib.uuid5(_NS, f"volume-of-{label}"))
+        disk = Disk("vdb", "disk", "block", f"/dev/disk/by-id/virtio-{volume[:20]}", serial=volume)
+        self.hv.change(uuid, disks=(disk,))
+        elsewhere = str(uuidlib.uuid5(_NS, f"writer-of-{label}"))
+        self.cinder.add_volume(volume, "in-use", ((elsewhere, OTHER),))
+        return True
+
     def virsh_start(self, label: str, arg: str) -> bool:
         """The operator starts a stopped guest by hand (``virsh start``)."""
         uuid = uuid_of(label)
@@ -547,7 +610,6 @@ OPERATIONS: dict[str, Callable[[Cloud, str, str], bool]] = {
         "evacuate", "evacuation_cleanup", "evacuate_in", "resize", "resize_in", "confirm",
         "revert", "shelve", "task", "power", "foreign", "undefine", "lose", "toggle",
         "corrupt", "vanish", "migrate_back", "quarantine_restore", "virsh_start", "suspend",
-        "snapshot",
-        "image_cache",
+        "snapshot", "image_cache", "hostile_disk", "share_volume",
     )
 }  # fmt: skip

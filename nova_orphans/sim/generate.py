@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator
 
 from nova_orphans.core.model import Kind
 from nova_orphans.fakes.nova import Fault
-from nova_orphans.sim.cloud import CELLS, HOST, OTHER, Cloud, uuid_of
-from nova_orphans.sim.operator import TYPOS
+from nova_orphans.sim.cloud import CELLS, HOST, HOSTILE_DISKS, OTHER, Cloud, uuid_of
+from nova_orphans.sim.operator import OTHER_CLOUD, TYPOS
+from nova_orphans.sim.play import FORGERIES
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
 #: (weight, candidate test, arguments to draw from) per operation.
@@ -110,7 +111,12 @@ OPS: dict[str, tuple[float, Candidates | None, tuple[str, ...]]] = {
     "suspend": (2, _idle_here, ("",)),
     "snapshot": (1.5, _domain, ("",)),
     "image_cache": (1.5, None, ("",)),
+    "hostile_disk": (1.2, _domain, tuple(HOSTILE_DISKS)),
+    "share_volume": (1, _domain, ("",)),
 }  # fmt: skip
+#: Event ops, and the ``--without`` name that leaves each out.
+_EXCLUDABLE_OPS = {"virsh_start": "operator:virsh-start", "hostile_disk": "disk:hostile",
+                   "share_volume": "cinder:shared-volume"}  # fmt: skip
 _WEATHER = {"calm": 0.0, "light": 0.12, "stormy": 0.35}
 #: NOTE: an endless listing fails the look at its first page, as any unusable answer does
 #: (``tests/unit/test_nova_observer.py``); it stays out of the draw so that the seeded
@@ -122,18 +128,28 @@ _FAILING = ("stop", "domain_xml", "save_xml", "keep_state", "undefine", "move_in
 #: Every fault a history may inject, by the name ``--without`` takes.
 FAULT_NAMES = (
     tuple(f"nova:{f}" for f in _FAULTS)
-    + ("nova:cell-down", "nova:short-pages", "drop", "crash")
+    + ("nova:cell-down", "nova:short-pages", "nova:api-clock-skew", "drop", "crash")
+    + ("disk:hostile", "cinder:shared-volume")
     + tuple(f"race:{r}" for r in _RACES)
     + tuple(f"fail:{m}" for m in _FAILING)
-    + tuple(f"operator:{o}" for o in ("wrong-host", "wrong-libvirt", "typo", "dry-run",
-                                       "second-agent", "clock-forward", "clock-back",
-                                       "virsh-start", "restore-start", "release"))
+    + tuple(f"operator:{o}" for o in ("wrong-host", "wrong-libvirt", "wrong-cloud", "typo",
+                                       "dry-run", "second-agent", "clock-forward",
+                                       "clock-back", "virsh-start", "restore-start",
+                                       "release", "fleet-forged", "no-compute-id"))
 )  # fmt: skip
 
 
 def setup_for(rng: random.Random) -> Setup:
-    """A random policy and wiring."""
+    """A random policy and wiring: every option drawn, each history its own combination.
+
+    NOTE: ``stop_shared_volume_at_once`` with every action setting, ``dry_run``, the allow
+    and deny lists and retention are drawn independently, so that no combination can
+    route around the gate (docs/design.md rule 19) unseen; so are the proof of identity
+    this machine holds (nova-compute's compute_id, a pinned node UUID, or neither) and
+    the clock of Nova's API node against its database's.
+    """
     interval = rng.choice((60.0, 300.0, 600.0))
+    compute_id = rng.random() < 0.9
     actions = [(k.value, rng.choice(("log", "stop", "reap", "reap"))) for k in _ACTIONABLE]
     if rng.random() < 0.2:  # the operator asks for the impossible; it must be ignored
         actions += [(k.value, "reap") for k in (Kind.FOREIGN, Kind.LOST, Kind.PROTECTED)]
@@ -146,12 +162,21 @@ def setup_for(rng: random.Random) -> Setup:
         max_actions_per_cycle=rng.choice((1, 2, 3, 100)),
         max_orphan_fraction=rng.choice((0.5, 0.75, 1.0)),
         brake_min_orphans=rng.choice((2, 3, 100, 100)),
-        allow_patterns=("instance-s1*", "instance-s3*") if rng.random() < 0.1 else (),
-        deny_patterns=("instance-s2*",) if rng.random() < 0.1 else (),
+        allow_patterns=("instance-s1*", "instance-s3*") if rng.random() < 0.15 else (),
+        deny_patterns=("instance-s2*",) if rng.random() < 0.15 else (),
         page_size=rng.randint(2, 5),
         retry_attempts=rng.choice((1, 1, 3)),
         retention=rng.choice((0.0, 2 * interval, 5 * interval)),
         max_limit=rng.choice((0, 0, 1, 2)),
+        stop_shared_volume_at_once=rng.random() < 0.35,
+        dry_run=rng.random() < 0.05,
+        api_clock_offset=(
+            rng.choice((-1, 1)) * rng.choice((30.0, 240.0, 600.0, 1800.0))
+            if rng.random() < 0.2
+            else 0.0
+        ),
+        compute_id=compute_id,
+        pin_node=rng.random() < (0.5 if not compute_id else 0.1),
     )
 
 
@@ -170,6 +195,10 @@ class Generator:
         self.setup = setup_for(self.rng)
         if "nova:short-pages" in exclude:
             self.setup = dataclasses.replace(self.setup, max_limit=0)
+        if "nova:api-clock-skew" in exclude:
+            self.setup = dataclasses.replace(self.setup, api_clock_offset=0.0)
+        if "operator:no-compute-id" in exclude:
+            self.setup = dataclasses.replace(self.setup, compute_id=True)
         self.cycles = cycles
         self.weather = _WEATHER[self.rng.choice(("calm", "light", "light", "stormy"))]
         self._servers = self._foreign = 0
@@ -209,7 +238,7 @@ class Generator:
             op = self.rng.choices(names, weights)[0]
             _, test, args = OPS[op]
             arg = self.rng.choice(args)
-            if op == "virsh_start" and "operator:virsh-start" in self.exclude:
+            if _EXCLUDABLE_OPS.get(op) in self.exclude:
                 continue
             if arg == "start" and "operator:restore-start" in self.exclude:
                 arg = ""
@@ -273,13 +302,14 @@ class Operator:
         def on(name: str, p: float) -> bool:
             return rng.random() < p and f"operator:{name}" not in exclude
 
-        wrong = [w for w in ("host", "libvirt") if on(f"wrong-{w}", 0.08)]
+        wrong = [w for w in ("host", "libvirt", "cloud") if on(f"wrong-{w}", 0.08)]
         self.wrong = rng.choice(wrong) if wrong else None
         self.whole = rng.random() < 0.4
         self.typo = rng.choice(sorted(TYPOS)) if on("typo", 0.12) else None
         self.dry_runs = 0.15 if on("dry-run", 0.2) else 0.0
         self.second_agents = 0.1 if on("second-agent", 0.15) else 0.0
         self.releases = 0.15 if on("release", 0.3) else 0.0
+        self.fleet = 0.15 if on("fleet-forged", 0.25) else 0.0
         self.forward = 0.12 if on("clock-forward", 0.15) else 0.0
         self.back = 0.08 if on("clock-back", 0.1) else 0.0
         self.edit_at = {rng.randint(2, 15): "wrong"} if self.wrong and not self.whole else {}
@@ -291,7 +321,7 @@ class Operator:
 
     def _edit(self, what: str) -> str:
         if what == "wrong":
-            return f"{self.wrong}:{OTHER}"
+            return f"{self.wrong}:{OTHER_CLOUD if self.wrong == 'cloud' else OTHER}"
         return f"typo:{self.typo}" if what == "typo" else "right"
 
     def at_start(self) -> Iterator[Event]:
@@ -313,3 +343,5 @@ class Operator:
             yield Event(at, "second_agent")
         if rng.random() < self.releases:
             yield Event(at, "release")
+        if rng.random() < self.fleet:
+            yield Event(at, "fleet", "", rng.choice(FORGERIES))

@@ -20,6 +20,8 @@ from nova_orphans.core.policy import Policy
 from nova_orphans.sim.cloud import HOST, OTHER
 from nova_orphans.sim.steps import Setup
 
+#: The other cloud a wrong ``[nova]`` section reaches (``Config.cloud``).
+OTHER_CLOUD = "other-cloud"
 #: The libvirt URI of each simulated host's libvirt (``sim://`` is the simulation's scheme).
 URIS = {HOST: f"sim://{HOST}", OTHER: f"sim://{OTHER}"}
 
@@ -46,23 +48,34 @@ class Config:
     host: str = HOST
     libvirt: str = HOST
     typo: str | None = None
+    #: Whose Nova the ``[nova]`` section reaches: this cloud's, or another cloud's
+    #: (``OTHER_CLOUD``: staging credentials, a wrong region) with a same-named compute.
+    cloud: str = ""
 
     @property
     def wrong_view(self) -> bool:
-        """True when the config names another host, or another host's libvirt."""
-        return self.host != HOST or self.libvirt != HOST
+        """True when the config names another host, another host's libvirt or another cloud."""
+        return self.host != HOST or self.libvirt != HOST or self.wrong_cloud
+
+    @property
+    def wrong_cloud(self) -> bool:
+        """True when the ``[nova]`` section reaches another cloud's Nova."""
+        return self.cloud == OTHER_CLOUD
 
     def edited(self, change: str) -> Config:
         """The config after the operator's edit ``change`` (an ``Event.arg`` of op "config").
 
         "host:H" / "libvirt:H": name host H, or read H's libvirt (one wrong line at a
-        time); "typo:T": add typo T to the file as it is; "right": the correct config again.
+        time); "cloud:C": reach cloud C's Nova; "typo:T": add typo T to the file as it
+        is; "right": the correct config again.
         """
         what, _, value = change.partition(":")
         if what == "host":
             return Config(host=value)
         if what == "libvirt":
             return Config(libvirt=value)
+        if what == "cloud":
+            return Config(cloud=value)
         if what == "typo":
             return dataclasses.replace(self, typo=value)
         return Config()
@@ -79,10 +92,16 @@ class Loaded:
     #: The live journal and the dry runs' own (``conf.state_paths``).
     journal: str
     dry_run_journal: str
+    #: ``[agent] dry_run`` and ``[DEFAULT] compute_node_uuid`` as loaded.
+    dry_run: bool = False
+    pinned_node: str | None = None
 
 
-def render(setup: Setup, edits: Config, state_dir: str) -> str:
-    """The INI text of the agent's config file for ``setup`` with the operator's ``edits``."""
+def render(setup: Setup, edits: Config, state_dir: str, node_uuid: str = "") -> str:
+    """The INI text of the agent's config file for ``setup`` with the operator's ``edits``.
+
+    ``node_uuid``: Nova's node of the host, pinned when ``setup.pin_node``.
+    """
     actions = dict(setup.actions)
     sections: dict[str, list[tuple[str, str]]] = {
         "DEFAULT": [("host", edits.host)],
@@ -103,6 +122,12 @@ def render(setup: Setup, edits: Config, state_dir: str) -> str:
     for kind in ("deleted", "unknown", "misplaced"):
         if kind in actions:
             sections["agent"].append((f"action_{kind}", actions[kind]))
+    if setup.pin_node:
+        sections["DEFAULT"].append(("compute_node_uuid", node_uuid))
+    if setup.stop_shared_volume_at_once:
+        sections["agent"].append(("stop_shared_volume_at_once", "true"))
+    if setup.dry_run:
+        sections["agent"].append(("dry_run", "true"))
     if setup.allow_patterns:
         sections["agent"].append(("allow_name_patterns", ",".join(setup.allow_patterns)))
     if setup.deny_patterns:
@@ -117,11 +142,15 @@ def render(setup: Setup, edits: Config, state_dir: str) -> str:
     )
 
 
-def load(setup: Setup, edits: Config, workdir: str) -> Loaded:
-    """Write the config file and load it with the product's loader; raises ``ConfigError``."""
+def load(setup: Setup, edits: Config, workdir: str, node_uuid: str = "") -> Loaded:
+    """Write the config file and load it with the product's loader; raises ``ConfigError``.
+
+    NOTE: the ``[nova]`` section is not rendered: the simulation hands the agent the
+    Nova its ``edits.cloud`` names (a wrong cloud needs no other line to be wrong).
+    """
     path = os.path.join(workdir, "nova-orphans.conf")
     with open(path, "w", encoding="utf-8") as out:
-        out.write(render(setup, edits, workdir))
+        out.write(render(setup, edits, workdir, node_uuid))
     conf = config.load([path])
     settings = config.host_settings(conf)
     paths = config.state_paths(conf)
@@ -132,6 +161,8 @@ def load(setup: Setup, edits: Config, workdir: str) -> Loaded:
         settings.deny,
         paths.journal,
         paths.dry_run_journal,
+        bool(conf.agent.dry_run),
+        settings.pinned_node,
     )
 
 
@@ -140,4 +171,14 @@ def host_of(uri: str) -> str:
     return next(host for host, known in URIS.items() if known == uri)
 
 
-__all__ = ["TYPOS", "URIS", "Config", "ConfigError", "Loaded", "host_of", "load", "render"]
+__all__ = [
+    "OTHER_CLOUD",
+    "TYPOS",
+    "URIS",
+    "Config",
+    "ConfigError",
+    "Loaded",
+    "host_of",
+    "load",
+    "render",
+]

@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from nova_orphans import audit
 from nova_orphans.act.actuator import Outcome, Steps
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.core import gate
+from nova_orphans.core import fleet_reports, gate
 from nova_orphans.core.decide import Plan
 from nova_orphans.core.policy import Step as PolicyStep
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.fakes.services import SimNeutron, SimPlacement
+from nova_orphans.fleet.from_reports import merge_reports
+from nova_orphans.fleet.reports import parse_document
 from nova_orphans.observe.errors import HypervisorError
 from nova_orphans.observe.nova.api import default_retry
+from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from nova_orphans.record.journal import Journal, JournalLocked, refuse_if_held
 from nova_orphans.record.lock import LiveAgentRunning, LiveLock
+from nova_orphans.render import host as host_report
 from nova_orphans.sim import checks, operator
 from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, OTHER, Cloud, uuid_of
 from nova_orphans.sim.effects import DESTRUCTIVE, CheckedEffects, Crash
@@ -40,8 +49,15 @@ RACES = {"vanish": "vanish", "db_restore": "db_restore", "migrate": "migrate_bac
 #: second live agent on the same journal; "clock" steps the agent's wall clock by
 #: ``arg`` seconds (NTP), Nova's timestamps staying on true time; "release" releases the
 #: guest longest on hold. (The operator's ``restore`` is the op "quarantine_restore", its
-#: ``virsh start`` the cloud's "virsh_start".)
-OPERATOR_OPS = frozenset({"config", "dry_run", "second_agent", "clock", "release"})
+#: ``virsh start`` the cloud's "virsh_start".) "fleet" merges the agent's last report with
+#: a forged one (``arg``: see ``FORGERIES``) the way ``fleet audit --reports`` does.
+OPERATOR_OPS = frozenset({"config", "dry_run", "second_agent", "clock", "release", "fleet"})
+#: Reports forged (or from a clock far off) beside the host's own, each claiming the host
+#: holds no orphan: dated ahead, of a host Nova does not know, or disagreeing with the
+#: host's own report at about the same time.
+FORGERIES = ("ahead", "unknown-host", "conflicting")
+#: A host no nova-compute service of Nova runs on.
+UNKNOWN_HOST = "cmp-9"
 
 
 class WatchedAgent(Agent):
@@ -96,6 +112,21 @@ class Counters:
     restores: int = 0
     restores_refused: int = 0
     releases: int = 0
+    #: The new faults: histories whose ``[nova]`` reaches another cloud (cycles that ran
+    #: so), guests whose disks turned hostile and reaps refused for them, guests whose
+    #: volume another server writes and the stops at once, fleet merges with forged
+    #: reports (and those the merge flagged), histories with Nova's API clock off its
+    #: database's, configured dry runs, and histories without the compute_id proof.
+    wrong_cloud_cycles: int = 0
+    hostile_disks: int = 0
+    hostile_reaps_refused: int = 0
+    shared_volumes: int = 0
+    stops_at_once: int = 0
+    fleet_merges: int = 0
+    forged_flagged: int = 0
+    api_clock_skewed: int = 0
+    configured_dry_runs: int = 0
+    unproven_setups: int = 0
     violations: int = 0
 
     def add(self, other: Counters) -> None:
@@ -129,12 +160,20 @@ class Run:
         self.cloud = Cloud()
         if setup.max_limit:
             self.cloud.nova.max_limit = setup.max_limit
+        # NOTE: the API node's clock off the database's (docs/design.md §8): the tracker
+        # must notice and look in full; every invariant holds all the same.
+        self.cloud.nova.api_clock_offset = datetime.timedelta(seconds=setup.api_clock_offset)
         self.workdir = tempfile.mkdtemp(prefix="nova-orphans-sim-", dir=SCRATCH)
         self.quarantine_root = f"{self.workdir}/quarantine"
         #: This machine's nova-compute state_path: its compute_id names Nova's node of HOST,
         #: the proof of identity (docs/design.md rule 10) whatever the config names.
-        self.nova_state = _nova_state(self.cloud.nova.computes[HOST].node_uuid)
+        self.node_uuid = self.cloud.nova.computes[HOST].node_uuid
+        self.nova_state = _nova_state(self.node_uuid)
         self.counters = Counters(histories=1)
+        c = self.counters
+        c.api_clock_skewed = bool(setup.api_clock_offset)
+        c.configured_dry_runs = setup.dry_run
+        c.unproven_setups = not (setup.compute_id or setup.pin_node)
         self.violations: list[checks.Violation] = []
         self._reported: set[tuple[str, str]] = set()
         self._index = 0
@@ -172,6 +211,13 @@ class Run:
             else lambda call: call()
         )
         self.observer = NovaObserver(self.cloud.nova, page_size=setup.page_size, retry=retry)
+        #: The Nova a ``[nova]`` section of another cloud reaches (built when first needed).
+        self._other_cloud_observer: NovaObserver | None = None
+        self.services = audit.Services(
+            PlacementObserver(SimPlacement()), DangerObserver(self.cloud.cinder, SimNeutron())
+        )
+        #: The last report a cycle of the live agent wrote (``[agent] report_file``).
+        self.last_report: CycleResult | None = None
         self.agent = self._agent()
         self.liveness = checks.Liveness(setup)
         self.records: list[CycleRecord] = []
@@ -192,7 +238,7 @@ class Run:
         the host, libvirt, policy and deny list the operator wrote.
         """
         try:
-            loaded = operator.load(self.setup, self.edits, self.workdir)
+            loaded = operator.load(self.setup, self.edits, self.workdir, self.node_uuid)
         except operator.ConfigError as exc:
             if self.edits.typo is None:
                 raise AssertionError(f"the simulation's own config was refused: {exc}") from exc
@@ -209,7 +255,8 @@ class Run:
         """
         if self.loaded is None:
             return None
-        dry_run = dry_run or self.dry_run
+        # NOTE: ``[agent] dry_run`` is wired as the command line wires it: recording effects.
+        dry_run = dry_run or self.dry_run or self.loaded.dry_run
         libvirt = operator.host_of(self.loaded.libvirt_uri)
         effects: Effects = self.checked if libvirt == HOST else self.other_checked
         return WatchedAgent(
@@ -217,12 +264,14 @@ class Run:
             open_hypervisor=lambda: no_context(
                 self.cloud.hv if libvirt == HOST else self.cloud.mirror()
             ),
-            nova=self.observer,
+            nova=self._nova_observer(),
             effects=RecordingEffects() if dry_run else effects,
             journal=journal or self.journal,
             policy=self.setup.policy(),
             quarantine_root=self.quarantine_root,
-            compute_id_dirs=(self.nova_state,),
+            compute_id_dirs=(self.nova_state,) if self.setup.compute_id else (),
+            pinned_node=self.loaded.pinned_node,
+            services=self.services,
             deny=self.loaded.deny,
             dry_run=dry_run,
             live_lock=None if dry_run else self.live_lock,
@@ -230,6 +279,16 @@ class Run:
             clock=self.agent_clock,
             retention=datetime.timedelta(seconds=self.setup.retention),
         )
+
+    def _nova_observer(self) -> NovaObserver:
+        """The Nova the config's ``[nova]`` section reaches: this cloud's, or another's."""
+        if not self.edits.wrong_cloud:
+            return self.observer
+        if self._other_cloud_observer is None:
+            self._other_cloud_observer = NovaObserver(
+                self.cloud.other_cloud, page_size=self.setup.page_size
+            )
+        return self._other_cloud_observer
 
     def agent_clock(self) -> datetime.datetime:
         """The agent's wall clock: true time plus the steps NTP made."""
@@ -274,6 +333,8 @@ class Run:
             return
         if self.cloud.apply(event.op, event.label, event.arg):
             self.counters.events_applied += 1
+            self.counters.hostile_disks += event.op == "hostile_disk"
+            self.counters.shared_volumes += event.op == "share_volume"
             if event.op == "archive":
                 self._carried_unsure = True
             if event.op == "virsh_start" and uuid_of(event.label) in self._agent_stopped:
@@ -350,6 +411,8 @@ class Run:
             self._second_agent()
         elif event.op == "release":
             self._release()
+        elif event.op == "fleet":
+            self._fleet(event.arg)
 
     def _release(self) -> None:
         """``nova-orphans release UUID`` of the guest longest on hold (if any)."""
@@ -413,6 +476,37 @@ class Run:
         for problem in problems:
             self._violation(checks.LOCK, problem)
 
+    def _fleet(self, forgery: str) -> None:
+        """``fleet audit --reports`` over the agent's last report and one forged beside it.
+
+        Invariant 15: the host's orphans in its own report are never hidden: the merge
+        shows them, or does not trust the host; a host Nova does not know is never trusted.
+        """
+        result = self.last_report
+        if result is None or result.report is None:
+            return
+        self.counters.fleet_merges += 1
+        now = self.agent_clock()
+        own = parse_document(json.loads(host_report.render_json(result.report)), f"{HOST}.json")
+        assert isinstance(own, fleet_reports.PerHostReport), own
+        lie = dataclasses.replace(own, source="forged.json", findings=())
+        if forgery == "ahead":
+            lie = dataclasses.replace(lie, checked_at=now + datetime.timedelta(minutes=25))
+        elif forgery == "unknown-host":
+            lie = dataclasses.replace(lie, host=UNKNOWN_HOST, checked_at=now)
+        else:
+            lie = dataclasses.replace(
+                lie, checked_at=own.checked_at + datetime.timedelta(seconds=1)
+            )
+        max_age = datetime.timedelta(seconds=3 * self.setup.interval)
+        nova = FleetNovaObserver(self.cloud.nova, page_size=self.setup.page_size)
+        merged = merge_reports([own, lie], nova, now, max_age)
+        standing = {h.host: h for h in merged.hosts}
+        flagged = not standing[lie.host].trusted or standing[lie.host].report != lie
+        self.counters.forged_flagged += flagged
+        for problem in checks.fleet_merged(own, lie, merged):
+            self._violation(checks.FLEET, problem)
+
     # --- the agent's cycles ----------------------------------------------------------------
 
     def _cycle(self, cycle: Cycle) -> None:
@@ -444,6 +538,9 @@ class Run:
         acted = self.checked.total_calls + self.other_checked.total_calls > calls_before
         if result is not None and result.error and self.edits.wrong_view:
             self.counters.identity_refused += 1
+        self.counters.wrong_cloud_cycles += self.edits.wrong_cloud
+        if result is not None and result.report is not None and not self.dry_run:
+            self.last_report = result
         self._count(result)
         self._held_after(result.plan if result else plan)
         for o in result.outcomes if result else ():
@@ -470,7 +567,9 @@ class Run:
         # or a fault since the last full look (docs/design.md §8): a step re-verifies.
         kept = self.agent.nova_views.kept if carried and self.agent is not None else frozenset()
         self.liveness.excuse_cycle(result, scan_faulted, self.cloud, carried, kept)
-        if result is not None and not scan_faulted:
+        # NOTE: another cloud's Nova has no record of this host's guests: its view is
+        # wrong by construction (and unproven or a mismatch); only safety is judged.
+        if result is not None and not scan_faulted and not self.edits.wrong_cloud:
             for problem in checks.classification(result, truth, lost, self.cloud, carried, kept):
                 self._violation(checks.CLASSIFICATION, problem)
         self._carried_unsure = scan_faulted or result is None or carried
@@ -489,6 +588,17 @@ class Run:
         c.brakes += bool(result.plan and result.plan.brake)
         c.skipped += sum(o.outcome == "skipped" for o in result.outcomes)
         c.failed += sum(o.outcome == "failed" for o in result.outcomes)
+        hostile = self.cloud.hv.hostile
+        c.hostile_reaps_refused += sum(
+            o.outcome == "failed" and o.uuid in hostile and "backing" in o.detail
+            for o in result.outcomes
+        )
+        at_once = (
+            {d.finding.uuid for d in result.plan.decisions if d.at_once} if result.plan else set()
+        )
+        c.stops_at_once += sum(
+            o.uuid in at_once and o.outcome == "done" and not o.dry_run for o in result.outcomes
+        )
 
     def _seen_running(self, plan: Plan | None) -> set[str]:
         """The guests the operator started that ``plan``'s scan saw running (rule 12)."""
@@ -585,8 +695,21 @@ class Run:
 
     # --- invariants ------------------------------------------------------------------------
 
+    def _wrong_setup(self, method: str, uuid: str) -> list[tuple[str, str]]:
+        """Safety (1) whatever the truth: nothing destructive while the agent's ``[nova]``
+        reaches another cloud, nor from an agent configured ``dry_run``."""
+        label = self.cloud.labels.get(uuid, uuid)
+        found = []
+        if self.edits.wrong_cloud:
+            found.append((checks.SAFETY, f"{method} of {label} while [nova] reaches another cloud"))
+        if self.loaded is not None and self.loaded.dry_run:
+            found.append((checks.SAFETY, f"{method} of {label} by an agent configured dry_run"))
+        return found
+
     def _effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
         found = checks.effect_check(self.cloud, self.journal, self.setup, method, uuid, domain)
+        if method in DESTRUCTIVE:
+            found += self._wrong_setup(method, uuid)
         last_plan = self.agent.last_plan if self.agent is not None else None
         if method in DESTRUCTIVE and (uuid in self.held or uuid in self._seen_running(last_plan)):
             label = self.cloud.labels.get(uuid, uuid)
@@ -594,9 +717,10 @@ class Run:
         return found + self.time.check(self.cloud, method, uuid)
 
     def _other_effect_check(self, method: str, uuid: str, domain: Any) -> list[tuple[str, str]]:
-        return checks.effect_check(
+        found = checks.effect_check(
             self.cloud, self.journal, self.setup, method, uuid, domain, host=OTHER
         )
+        return found + (self._wrong_setup(method, uuid) if method in DESTRUCTIVE else [])
 
     def _purge_check(self, uuid: str, directory: str) -> list[tuple[str, str]]:
         retention = datetime.timedelta(seconds=self.setup.retention)
@@ -604,7 +728,7 @@ class Run:
         reaped = self._reaped_at.get((uuid, stamp))
         return checks.purge_check(
             self.journal, retention, self.cloud.now, uuid, directory, reaped_at=reaped
-        )
+        ) + self._wrong_setup("purge", uuid)
 
     def _violation(self, invariant: str, detail: str) -> None:
         if (invariant, detail) in self._reported:
@@ -622,6 +746,9 @@ class Run:
             self._violation(checks.JOURNAL, problem)
         for problem in checks.restorable(self.cloud, self.checked.reaped, self.journal):
             self._violation(checks.RESTORE, problem)
+        for hv in (self.cloud.hv, self.cloud.other_hv):
+            for problem in checks.quarantine_files(hv):
+                self._violation(checks.QUARANTINE_FILES, problem)
         for problem in self.liveness.check(self.cloud, behind=-self.skew):
             self._violation(checks.LIVENESS, problem)
         self.counters.stops = self.checked.stops_done + self.other_checked.stops_done

@@ -80,6 +80,16 @@ class Setup:
     retention: float = 0.0
     #: Nova's ``[api] max_limit`` (0: Nova's default, 1000); below page_size pages run short.
     max_limit: int = 0
+    #: ``[agent] stop_shared_volume_at_once`` (docs/design.md rule 18).
+    stop_shared_volume_at_once: bool = False
+    #: ``[agent] dry_run``: the configured agent itself only reports.
+    dry_run: bool = False
+    #: Seconds the clock of Nova's API node (its ``Date``) runs ahead of its database's.
+    api_clock_offset: float = 0.0
+    #: Whether this machine holds nova-compute's ``compute_id`` (the proof of identity).
+    compute_id: bool = True
+    #: Whether the config pins ``[DEFAULT] compute_node_uuid`` (this cloud's node of the host).
+    pin_node: bool = False
 
     def policy(self) -> Policy:
         """The ``Policy`` this setup describes."""
@@ -93,6 +103,7 @@ class Setup:
             brake_min_orphans=self.brake_min_orphans,
             allow=Selector(name_patterns=self.allow_patterns),
             interval=self.interval,
+            stop_shared_volume_at_once=self.stop_shared_volume_at_once,
         )
 
     def deny(self) -> Selector:

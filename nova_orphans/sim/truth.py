@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 from nova_orphans.core.model import Domain
+from nova_orphans.fakes.host import SimulatedHost
 from nova_orphans.fakes.nova_views import SimMigration
 from nova_orphans.sim.cloud import HOST, Cloud
 
@@ -101,3 +102,34 @@ def lost(cloud: Cloud) -> set[str]:
             for m in migrations_of(cloud, row.uuid, any_host=False)
         )
     }
+
+
+def shares_a_volume(cloud: Cloud, domain: Domain) -> bool:
+    """True when Cinder has one of the domain's volumes attached to another server."""
+    for disk in domain.disks:
+        volume = cloud.cinder.volumes.get(disk.serial or "")
+        if volume and any(a["server_id"] != domain.uuid for a in volume["attachments"]):
+            return True
+    return False
+
+
+def stops_at_once(
+    cloud: Cloud, domain: Domain, stop_shared_volume_at_once: bool, host: str = HOST
+) -> bool:
+    """True when docs/design.md rule 18 lets the agent stop this guest without its wait:
+    opted in, truly ``deleted``, running, and a volume of it written by another server."""
+    return (
+        stop_shared_volume_at_once
+        and domain.is_active
+        and truth_of(cloud, domain, False, any_host=True, host=host) is Truth.DELETED
+        and shares_a_volume(cloud, domain)
+    )
+
+
+def outside(host: SimulatedHost, path: str) -> bool:
+    """True when ``path`` leads (through the host's symlinks) anywhere but a file under
+    the host's instances_path: a host file, a device, a URL."""
+    if ":" in path.split("/", 1)[0]:
+        return True
+    real, base = host.real_path(path), host.instances_path
+    return real == base or not real.startswith(base.rstrip("/") + "/")

@@ -56,6 +56,9 @@ def test_a_thousand_histories_keep_every_invariant():
     assert total.stops and total.reaps and total.crashes and total.skipped and total.faults
     assert total.identity_refused and total.configs_refused and total.cycles_not_running
     assert total.dry_runs_beside and total.second_agents_refused and total.clock_steps
+    assert total.wrong_cloud_cycles and total.unproven_setups and total.configured_dry_runs
+    assert total.hostile_disks and total.hostile_reaps_refused and total.api_clock_skewed
+    assert total.shared_volumes and total.fleet_merges and total.forged_flagged
     assert failures == [], "\n".join(failures)
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import uuid as uuidlib
+from collections.abc import Callable
 
 DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
 #: The ``<stamp>`` level of a quarantine directory: a reap's time stamp.
@@ -88,13 +89,16 @@ def path_refusal(base: str, path: str) -> str | None:
     return None
 
 
-def first_symlink(path: str) -> str | None:
-    """The first existing component of absolute ``path`` that is a symlink, if any."""
+def first_symlink(path: str, lstat: Callable[[str], os.stat_result] = os.lstat) -> str | None:
+    """The first existing component of absolute ``path`` that is a symlink, if any.
+
+    ``lstat``: how a path is looked at (a simulated host passes its own).
+    """
     current = os.sep
     for part in os.path.abspath(path).split(os.sep)[1:]:
         current = os.path.join(current, part)
         try:
-            if stat.S_ISLNK(os.lstat(current).st_mode):
+            if stat.S_ISLNK(lstat(current).st_mode):
                 return current
         except FileNotFoundError:
             return None
