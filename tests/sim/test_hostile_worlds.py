@@ -19,7 +19,7 @@ from nova_orphans.act import images
 from nova_orphans.core import decide as decide_module
 from nova_orphans.core import fleet_reports, identity
 from nova_orphans.core.model import Kind
-from nova_orphans.observe import nova_tracker
+from nova_orphans.observe.nova import tracker as nova_tracker
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.sim import checks, trial
 from nova_orphans.sim.cloud import HOSTILE_DISKS
