@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 
+import libvirt
 import pytest
 
 QEMU_SYSTEM = "qemu:///system"
@@ -34,3 +36,12 @@ def qemu_system_uri() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return QEMU_SYSTEM
+
+
+@pytest.fixture
+def conn(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
+    """A read-write connection to the real libvirtd (a test file may define its own)."""
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    opened = libvirt.open(qemu_system_uri)
+    yield opened
+    opened.close()

@@ -33,14 +33,6 @@ Define = Callable[..., libvirt.virDomain]
 
 
 @pytest.fixture
-def conn(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
-    libvirt.registerErrorHandler(lambda *_: None, None)
-    opened = libvirt.open(qemu_system_uri)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def define(conn: libvirt.virConnect) -> Iterator[Define]:
     """Define a diskless Nova guest (started when asked); ours are removed afterwards."""
     made: list[str] = []

@@ -44,14 +44,6 @@ Define = Callable[[str, tuple[str, ...]], str]
 
 
 @pytest.fixture
-def conn(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
-    libvirt.registerErrorHandler(lambda *_: None, None)
-    opened = libvirt.open(qemu_system_uri)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def define(conn: libvirt.virConnect) -> Iterator[Define]:
     """Define a stopped guest with ``uuid`` and these disks; ours are undefined afterwards."""
     made: list[str] = []

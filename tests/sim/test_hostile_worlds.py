@@ -27,23 +27,7 @@ from nova_orphans.sim.generate import FAULT_NAMES, Generator
 from nova_orphans.sim.operator import OTHER_CLOUD
 from nova_orphans.sim.play import FORGERIES
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
-
-
-@pytest.fixture(autouse=True)
-def _quiet() -> None:
-    trial.quiet()
-
-
-def history(setup: Setup, *steps: Event | Cycle) -> History:
-    return History(0, 0, setup, steps)
-
-
-def cycles(first: int, last: int, interval: float = 60.0) -> tuple[Cycle, ...]:
-    return tuple(Cycle(k * interval) for k in range(first, last + 1))
-
-
-def invariants(result: trial.Result) -> set[str]:
-    return {v.invariant for v in result.violations}
+from tests.sim.conftest import cycles, history, invariants
 
 
 @functools.cache

@@ -14,11 +14,6 @@ from nova_orphans.sim import checks, trial
 from nova_orphans.sim.steps import Cycle, Event, History, Setup
 
 
-@pytest.fixture(autouse=True)
-def _quiet() -> None:
-    trial.quiet()
-
-
 def invariants(history: History) -> set[str]:
     return {v.invariant for v in trial.replay(history).violations}
 

@@ -33,11 +33,6 @@ CI_SEED = 20240401
 KNOWN_GAPS: frozenset[str] = frozenset()
 
 
-@pytest.fixture(autouse=True)
-def _quiet() -> None:
-    trial.quiet()
-
-
 def _play(index: int) -> tuple[Counters, list[str]]:
     trial.quiet()
     result = trial.run_generated(CI_SEED, index, exclude=KNOWN_GAPS)
