@@ -108,7 +108,7 @@ class Latent:
 
 
 def domain_uuid(n: int) -> str:
-    """The UUID ``worlds.nova_world`` gives its n-th domain (1-based)."""
+    """The UUID ``worlds.nova_domains`` gives its n-th domain (1-based)."""
     return str(uuidlib.UUID(int=n))
 
 
@@ -219,7 +219,7 @@ def bench_requests(
     print(HEADER)
     for size in sizes:
         nova = build_nova(size, background)
-        uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"audit-{size}.xml")
+        uri = worlds.write_node_file(tmp, worlds.nova_domains(size), name=f"audit-{size}.xml")
         with LibvirtObserver.open(uri) as observer:
             rows = _rows(observer, nova, model, 3 if size <= 1_000 else 1, workers)
         for name, row in rows.items():
@@ -340,7 +340,7 @@ def agent_rss(
 ) -> tuple[float, float, float, str]:
     """A fresh ``nova-orphans audit``: peak RSS, wall, test-driver world RSS, last line."""
     nova = build_nova(size, background)
-    uri = worlds.write_world(tmp, worlds.nova_world(size), name=f"rss-{size}.xml")
+    uri = worlds.write_node_file(tmp, worlds.nova_domains(size), name=f"rss-{size}.xml")
     with serve(nova, model) as endpoint:
         conf = tmp / f"rss-{size}.conf"
         conf.write_text(f"[nova]\nauth_type = none\nendpoint = {endpoint}\n", encoding="utf-8")

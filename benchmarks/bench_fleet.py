@@ -83,12 +83,12 @@ def build_fleet(hosts: int, directory: pathlib.Path) -> tuple[SimulatedNova, flo
             nova.boot(host_name(n), uuid=bench_audit.domain_uuid(start + i))
         if n % 10 == 0:
             nova.local_delete(bench_audit.domain_uuid(start))
-        domains = worlds.nova_world(DOMAINS_PER_HOST, start=start)
+        domains = worlds.nova_domains(DOMAINS_PER_HOST, start=start)
         if n < 2:
             domains.append(worlds.node_domain(uuid=SPLIT, name="instance-split",
                                               metadata=worlds.nova_metadata()))  # fmt: skip
         begin = time.perf_counter()
-        worlds.write_world(directory, domains, name=f"{host_name(n)}.xml")
+        worlds.write_node_file(directory, domains, name=f"{host_name(n)}.xml")
         files += time.perf_counter() - begin
     nova.boot(host_name(0), uuid=SPLIT)
     return nova, files

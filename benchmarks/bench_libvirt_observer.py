@@ -63,7 +63,7 @@ def heap_mib(observer: hypervisor.LibvirtObserver) -> tuple[float, float]:
 
 def bench_size(size: int, directory: pathlib.Path) -> tuple[float, float, float, str]:
     """Seconds for opening the world, list_domains() and the floor; a memory note."""
-    uri = worlds.write_world(directory, worlds.nova_world(size), name=f"node-{size}.xml")
+    uri = worlds.write_node_file(directory, worlds.nova_domains(size), name=f"node-{size}.xml")
     repeats = 5 if size <= 1_000 else 2
     start = time.perf_counter()
     observer = hypervisor.LibvirtObserver.open(uri)

@@ -763,7 +763,7 @@ def run_size(
     try:
         planted = plant(nova, size, args.orphan_percent, args.batch, args.reuse)
         size = len(planted.managed)
-        uri = worlds.write_world(tmp, planted.domains(), name=f"{HOST}-{size}.xml")
+        uri = worlds.write_node_file(tmp, planted.domains(), name=f"{HOST}-{size}.xml")
         conf = harness.write_cli_config(
             tmp / f"bench-{size}.conf", host=HOST, libvirt_uri=uri, token=TOKEN
         )

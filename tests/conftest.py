@@ -36,7 +36,7 @@ def world(tmp_path: pathlib.Path) -> str:
     domain = worlds.node_domain(
         uuid=worlds.random_uuid(), name="instance-00000001", metadata=worlds.nova_metadata()
     )
-    return worlds.write_world(tmp_path, [domain])
+    return worlds.write_node_file(tmp_path, [domain])
 
 
 @pytest.fixture(autouse=True)

@@ -147,14 +147,14 @@ def node(domains: Iterable[str]) -> str:
     return "<node>\n" + "\n".join(domains) + "\n</node>\n"
 
 
-def write_world(directory: pathlib.Path, domains: Iterable[str], name: str = "node.xml") -> str:
+def write_node_file(directory: pathlib.Path, domains: Iterable[str], name: str = "node.xml") -> str:
     """Write a node file into ``directory`` and return its ``test:///`` URI."""
     path = directory.resolve() / name
     path.write_text(node(domains), encoding="utf-8")
     return f"test://{path}"
 
 
-def nova_world(count: int, *, start: int = 1) -> list[str]:
+def nova_domains(count: int, *, start: int = 1) -> list[str]:
     """``count`` running test domains that all carry Nova 1.1 metadata."""
     return [
         node_domain(

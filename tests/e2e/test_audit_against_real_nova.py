@@ -184,7 +184,7 @@ def test_host1_world_misplaced_protected_foreign_lost(
     assert nova.server(soft)["status"] == "SOFT_DELETED"
     assert nova.server(busy)["OS-EXT-STS:task_state"] == "migrating"
 
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [
             nova_domain(managed, "instance-managed"),
@@ -232,7 +232,7 @@ def test_restored_server_is_managed_again(
     nova = nova_stack
     uuid = nova.boot("host1")["id"]
     try:
-        uri = worlds.write_world(tmp_path, [nova_domain(uuid, "instance-restore")])
+        uri = worlds.write_node_file(tmp_path, [nova_domain(uuid, "instance-restore")])
         conf = harness.write_cli_config(tmp_path / "h1.conf", host="host1", libvirt_uri=uri)
         nova.soft_delete(uuid)
         _, found = audit(conf, "host1", uri)
@@ -362,7 +362,7 @@ def test_many_deleted_guests_are_explained_by_the_hosts_deleted_listing(
     for uuid in gone:
         nova.wait_gone(uuid)
     never = worlds.random_uuid()
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [nova_domain(u, f"instance-{i:08x}") for i, u in enumerate([*gone, never])],
         name="host2.xml",

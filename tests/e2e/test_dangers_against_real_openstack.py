@@ -155,7 +155,7 @@ def host1_world(scene: dict[str, Any], directory: pathlib.Path) -> str:
         f"<target dev='vd{letter}' bus='virtio'/><serial>{vid}</serial></disk>"
         for letter, vid in zip("bc", scene["volumes"], strict=True)
     ]
-    return worlds.write_world(
+    return worlds.write_node_file(
         directory,
         [
             worlds.node_domain(

@@ -75,18 +75,18 @@ def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
             worlds.rbd_disk("volumes/volume-e2e"),
             worlds.bridge_interface("fa:16:3e:00:00:01", "tap-e2e0001"),
         )
-        worlds.write_world(
+        worlds.write_node_file(
             tmp_path,
             [nova_domain(managed, "instance-a"), nova_domain(twice, "instance-b")],
             name="host1.xml",
         )
-        worlds.write_world(
+        worlds.write_node_file(
             tmp_path,
             [nova_domain(twice, "instance-b"), nova_domain(gone, "instance-c", *leftovers)],
             name="host2.xml",
         )
         for empty in ("lvhost", harness.CELL2_HOST):
-            worlds.write_world(tmp_path, [], name=f"{empty}.xml")
+            worlds.write_node_file(tmp_path, [], name=f"{empty}.xml")
         conf = harness.write_cli_config(tmp_path / "fleet.conf", host="host1")
 
         done = fleet_audit(conf, f"test://{tmp_path}/{{host}}.xml")
@@ -118,8 +118,8 @@ def test_an_unreachable_host_and_one_nova_does_not_know_are_reported_not_read_as
     nova = nova_stack
     managed = nova.boot("host1")["id"]
     try:
-        worlds.write_world(tmp_path, [nova_domain(managed, "instance-a")], name="host1.xml")
-        worlds.write_world(tmp_path, [], name="stranger.xml")
+        worlds.write_node_file(tmp_path, [nova_domain(managed, "instance-a")], name="host1.xml")
+        worlds.write_node_file(tmp_path, [], name="stranger.xml")
         conf = harness.write_cli_config(tmp_path / "fleet.conf", host="host1")
 
         done = fleet_audit(
@@ -183,7 +183,7 @@ def test_reports_of_lvhost_and_host1_merged_without_any_libvirt_connection_find_
             extra=f"[DEFAULT]\nnova_config_file = {harness.STATE}/etc/compute-lvhost.conf\n",
         )
         (reports / "lvhost.json").write_text(audit_json(lvhost))
-        host1_world = worlds.write_world(
+        host1_world = worlds.write_node_file(
             tmp_path, [nova_domain(guest, "instance-copy")], name="host1.xml"
         )
         host1 = report_config(tmp_path, "host1", nova, host1_world)
@@ -191,7 +191,7 @@ def test_reports_of_lvhost_and_host1_merged_without_any_libvirt_connection_find_
         services = nova.get("/os-services?binary=nova-compute")["services"]
         others = sorted({s["host"] for s in services} - {"lvhost", "host1"})
         for host in others:  # every other compute Nova lists reports no domain
-            world = worlds.write_world(tmp_path, [], name=f"{host}.xml")
+            world = worlds.write_node_file(tmp_path, [], name=f"{host}.xml")
             (reports / f"{host}.json").write_text(
                 audit_json(report_config(tmp_path, host, nova, world))
             )

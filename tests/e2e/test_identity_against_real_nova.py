@@ -158,7 +158,7 @@ def test_lvhosts_config_pointing_at_another_libvirt_is_refused(
 ) -> None:
     """lvhost's config whose libvirt URI is another libvirt (a test:/// world holding a copy
     of lvhost's guest and a guest of host1's): its type is not the QEMU of lvhost's node."""
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [
             worlds.node_domain(

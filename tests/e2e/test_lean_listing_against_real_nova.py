@@ -188,7 +188,7 @@ def test_the_agent_as_run_builds_it_asks_only_for_the_changes_between_full_looks
     same findings either way. NOTE: a wrapper that hid Nova's Date once made every cycle a
     full look; only the real-Nova benchmark noticed."""
     metadata = worlds.nova_metadata()
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [worlds.node_domain(uuid=u, name=worlds.instance_name(n + 1), metadata=metadata)
          for n, u in enumerate(servers)],

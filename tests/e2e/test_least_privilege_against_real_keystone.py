@@ -215,7 +215,7 @@ def scene(nova_stack: harness.Nova, tmp_path_factory: pytest.TempPathFactory) ->
             )
             for i, u in enumerate([moved, elsewhere, stranger])
         ]
-        uri = worlds.write_world(tmp_path_factory.mktemp("least-privilege"), domains)
+        uri = worlds.write_node_file(tmp_path_factory.mktemp("least-privilege"), domains)
         yield {"moved": moved, "elsewhere": elsewhere, "stranger": stranger, "uri": uri}
     finally:
         nova.destroy(moved)

@@ -58,7 +58,7 @@ def test_a_max_limit_of_2_gives_the_findings_of_the_default(
     nova.live_migrate(migrated, "host2")  # its domain stays in host1's world: misplaced
     nova.force_delete(deleted)  # its domain stays too: deleted
     unknown = worlds.random_uuid()  # Nova metadata, but Nova never heard of it
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [
             nova_domain(managed, "instance-managed"),
@@ -127,7 +127,7 @@ def test_a_cell_whose_database_is_down_fails_the_audit_and_the_agent_closed(
     host = harness.CELL2_HOST
     uuid = cell2_server["id"]
     purged = worlds.random_uuid()  # Nova metadata, no record: unknown, to be reaped
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [nova_domain(uuid, "instance-cell2"), nova_domain(purged, "instance-purged")],
         name=f"{host}.xml",

@@ -22,7 +22,7 @@ from nova_orphans.fakes.nova import SimulatedNova
 def cloud(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, str]:
     """(config file, libvirt URI, guest UUID): a healthy guest of cmp-1 in cmp-1's libvirt."""
     uuid = worlds.random_uuid()
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [worlds.node_domain(uuid=uuid, name="instance-00000001", metadata=worlds.nova_metadata())],
     )
@@ -88,7 +88,7 @@ def test_audit_of_the_right_host_by_names_alone_is_unproven(cloud, capsys):
 def test_audit_of_a_fake_driver_host_reports_under_one_warning_line(tmp_path, capsys, monkeypatch):
     """Nova's fake driver has no hypervisor to compare and no compute_id is configured:
     nothing proves the view, so the report comes under a warning (never a silent pass)."""
-    uri = worlds.write_world(tmp_path, [])
+    uri = worlds.write_node_file(tmp_path, [])
     nova = SimulatedNova()
     nova.add_compute("fake-1", hypervisor_type="fake")
     monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)

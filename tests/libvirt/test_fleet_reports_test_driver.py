@@ -56,7 +56,7 @@ class Cloud:
         """``host``'s config: its libvirt world and (``proven``) its nova.conf + compute_id."""
         home = self.tmp / host
         home.mkdir(exist_ok=True)
-        uri = worlds.write_world(home, domains)
+        uri = worlds.write_node_file(home, domains)
         extra = ""
         if proven:
             (home / "nova.conf").write_text(f"[DEFAULT]\nhost = {host}\nstate_path = {home}\n")

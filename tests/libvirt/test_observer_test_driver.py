@@ -22,7 +22,7 @@ GARBAGE_UUID = "6f1c6c1e-0b4a-4d55-9d1e-2b9a3f7f0004"
 
 
 def _observe(tmp_path: pathlib.Path, *domains: str) -> dict[str, model.Domain]:
-    with hypervisor.LibvirtObserver.open(worlds.write_world(tmp_path, domains)) as observer:
+    with hypervisor.LibvirtObserver.open(worlds.write_node_file(tmp_path, domains)) as observer:
         return {d.uuid: d for d in observer.list_domains()}
 
 
@@ -163,7 +163,7 @@ def test_transient_domain_is_not_persistent(tmp_path: pathlib.Path) -> None:
 
 
 def test_lookup_domain_reads_the_same_as_listing(tmp_path: pathlib.Path) -> None:
-    uri = worlds.write_world(
+    uri = worlds.write_node_file(
         tmp_path,
         [
             worlds.node_domain(
@@ -185,7 +185,7 @@ def test_world_without_domains_lists_nothing(tmp_path: pathlib.Path) -> None:
 
 
 def test_five_hundred_domains_are_all_listed_correctly(tmp_path: pathlib.Path) -> None:
-    domains = worlds.nova_world(400) + [
+    domains = worlds.nova_domains(400) + [
         worlds.node_domain(uuid=str(uuidlib.UUID(int=1000 + i)), name=f"foreign-{i}")
         for i in range(100)
     ]
@@ -216,7 +216,7 @@ def test_unreachable_uri_raises_hypervisor_unreachable(uri: str) -> None:
 
 
 def test_libvirt_failure_while_listing_raises_hypervisor_error(tmp_path: pathlib.Path) -> None:
-    uri = worlds.write_world(tmp_path, [worlds.node_domain(uuid=RUNNING_UUID, name="x")])
+    uri = worlds.write_node_file(tmp_path, [worlds.node_domain(uuid=RUNNING_UUID, name="x")])
     observer = hypervisor.LibvirtObserver.open(uri)
     observer.close()  # NOTE: the connection is gone underneath the observer.
     with pytest.raises(errors.HypervisorError, match=f"^libvirt {uri}: "):
@@ -275,7 +275,7 @@ class _MigratingConnection:
 
 
 def test_domain_paused_for_migration_has_an_active_job(tmp_path: pathlib.Path) -> None:
-    uri = worlds.write_world(tmp_path, [worlds.node_domain(uuid=RUNNING_UUID, name="m")])
+    uri = worlds.write_node_file(tmp_path, [worlds.node_domain(uuid=RUNNING_UUID, name="m")])
     conn = libvirt.openReadOnly(uri)
     try:
         (seen,) = hypervisor.LibvirtObserver(_MigratingConnection(conn), uri).list_domains()

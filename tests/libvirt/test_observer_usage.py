@@ -70,7 +70,7 @@ QEMU_STATS = {
 
 
 def _world(tmp_path: pathlib.Path) -> str:
-    return worlds.write_world(
+    return worlds.write_node_file(
         tmp_path,
         [
             worlds.node_domain(

@@ -34,7 +34,7 @@ class Host:
         managed = self.nova.boot(HOST, "managed")
         self.orphan = self.nova.boot(HOST, "orphan")
         self.nova.local_delete(self.orphan)
-        self.uri = worlds.write_world(
+        self.uri = worlds.write_node_file(
             tmp_path,
             [
                 worlds.node_domain(uuid=u, name=f"instance-{u}", metadata=worlds.nova_metadata())

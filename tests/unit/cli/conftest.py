@@ -21,7 +21,7 @@ def site(tmp_path: pathlib.Path) -> pathlib.Path:
     state = tmp_path / "state"
     (state / "quarantine").mkdir(parents=True, mode=0o700)
     Journal(str(state / "journal.sqlite")).close()
-    worlds.write_world(
+    worlds.write_node_file(
         tmp_path,
         [
             worlds.node_domain(

@@ -66,7 +66,7 @@ class ArmedHost:
         self.orphan = self.nova.boot(HOST, "orphan")
         healthy = self.nova.boot(HOST, "healthy")
         self.nova.local_delete(self.orphan)
-        self.uri = worlds.write_world(
+        self.uri = worlds.write_node_file(
             tmp_path,
             [
                 worlds.node_domain(

@@ -77,7 +77,7 @@ def test_a_name_nova_chose_reaches_the_log_escaped(tmp_path, capsys, monkeypatch
     sequence and U+202E are shown as escapes in the log, never written raw."""
     uuid = worlds.random_uuid()
     domain = worlds.node_domain(uuid=uuid, name="instance-1", metadata=worlds.nova_metadata())
-    world = worlds.write_world(tmp_path, [domain])
+    world = worlds.write_node_file(tmp_path, [domain])
     nova = SimulatedNova()
     nova.add_compute("cmp-1", **worlds.test_driver_node())
     nova.boot(f"cmp-2{HOSTILE}", name=f"web{HOSTILE}", uuid=uuid)

@@ -71,7 +71,7 @@ def orphan_world(tmp_path: pathlib.Path, cloud: http_nova.Cloud) -> str:
             ],
         ),
     ]
-    return worlds.write_world(tmp_path, domains)
+    return worlds.write_node_file(tmp_path, domains)
 
 
 def config(tmp_path: pathlib.Path, cloud: http_nova.Cloud, services: str = "") -> str:

@@ -59,7 +59,7 @@ def test_audit_json_matches_the_schema(capsys, monkeypatch, tmp_path: pathlib.Pa
         worlds.node_domain(uuid=u, name=f"instance-{u}", metadata=worlds.nova_metadata())
         for u in (managed, gone)
     ]
-    uri = worlds.write_world(tmp_path, domains)
+    uri = worlds.write_node_file(tmp_path, domains)
     conf = tmp_path / "nova-orphans.conf"
     conf.write_text("[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n")
     monkeypatch.setattr(audit_cli, "transport_from_conf", lambda conf: nova)
