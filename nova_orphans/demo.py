@@ -1,4 +1,4 @@
-"""The demo world: a simulated Nova plus a libvirt ``test:///`` node for ``compute-1``.
+"""The demo cloud: a simulated Nova plus a libvirt ``test:///`` node for ``compute-1``.
 
 It holds exactly one guest of each kind (and one healthy managed server), with
 fixed UUIDs and times so every demo run tells the same story. The libvirt side
@@ -24,7 +24,7 @@ from nova_orphans.observe.services.placement import PlacementObserver
 HOST = "compute-1"
 OTHER_HOST = "compute-2"
 UTC = datetime.timezone.utc
-#: The demo's "now", to hand to classify/decide (the world itself reads no clock).
+#: The demo's "now", to hand to classify/decide (the demo cloud itself reads no clock).
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 _BOOTED = datetime.datetime(2024, 4, 1, 9, 0, tzinfo=UTC)
 _TROUBLE = datetime.datetime(2024, 4, 28, 3, 0, tzinfo=UTC)

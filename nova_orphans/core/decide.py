@@ -106,7 +106,7 @@ def _brake(
     servers_here: int,
     identity: Verdict,
 ) -> str | None:
-    """Why the world looks too wrong to act in, or None.
+    """Why the two views (libvirt, Nova) look too wrong to act in, or None.
 
     NOTE: docs/design.md rule 3: computed whatever the policy. A policy that acts on
     no kind has nothing for the brake to withhold, but a feature that makes a step of
