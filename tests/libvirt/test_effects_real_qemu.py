@@ -413,7 +413,9 @@ def test_restore_works_from_the_manifest_when_the_journal_is_lost(
     from nova_orphans.fakes.nova import SimulatedNova
 
     nova = SimulatedNova()
-    nova.add_compute("cmp-1")
+    # NOTE: and proves this libvirtd is its node of cmp-1 (docs/design.md rule 10).
+    nova.add_compute("cmp-1", node=conn.getHostname(), hypervisor_type=conn.getType())
+    worlds.write_compute_id(nova.computes["cmp-1"].node_uuid)
     monkeypatch.setattr(cli_journal, "transport_from_conf", lambda conf: nova)
     state = tmp_path / "state"
     config = tmp_path / "nova-orphans.conf"
