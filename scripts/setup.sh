@@ -26,8 +26,8 @@ if [ "$WITH_TESTS" = 1 ]; then
 fi
 if [ "$WITH_TESTS" = 1 ]; then
     # systemd-analyze verifies the unit; promtool (Debian's prometheus) tests the alert rules;
-    # jq runs the README's JSON example.
-    apt_install systemd prometheus jq
+    # Debian's node_exporter reads the agent's metrics textfile; jq runs the README's JSON example.
+    apt_install systemd prometheus prometheus-node-exporter jq
 fi
 
 PYTHON=${PYTHON:-python3}

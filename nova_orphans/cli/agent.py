@@ -40,6 +40,7 @@ def run_agent(args: argparse.Namespace) -> int:
         LiveLock.refuse_if_held(conf.agent.live_lock_file)
     refuse_if_held(_journal_path(conf, args))
     metrics = Metrics()
+    metrics.set_config(conf.agent.interval, conf.agent.grace_period)
     # NOTE: the port is bound first: one in use is a config error before anything is created.
     # A dry run asked for on the command line (an operator's check, maybe beside the live
     # agent) exports no metrics: the port and the textfile are the configured agent's.

@@ -1,4 +1,10 @@
-"""Prometheus metrics of the agent, on a registry of its own."""
+"""Prometheus metrics of the agent, on a registry of its own.
+
+The node-exporter textfile carries only the tool's own series: node_exporter exports its own
+``process_*`` (a second set collides on every scrape), and the ``*_created`` series a counter
+or histogram has by default double its series for no operator's use. The HTTP endpoint adds
+the process's own ``process_*``, as every exporter does (doc/source/admin/metrics.md).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +34,10 @@ NOVA_ENDPOINTS = (
 )
 #: How a Nova request ended: its HTTP status class, or ``error`` when no answer came.
 NOVA_STATUSES = ("2xx", "3xx", "4xx", "5xx", "error")
+# NOTE: no ``*_created`` series (a per-process setting of prometheus_client, read at collect
+# time, so it holds for every registry here however early it was made).
+prom.disable_created_metrics()
+
 _COLLECTIONS = {"os-migrations": "migrations", "os-services": "services",
                 "os-hypervisors": "hypervisors"}  # fmt: skip
 
@@ -57,7 +67,13 @@ class Metrics:
     """The agent's metrics; one instance per process."""
 
     def __init__(self) -> None:
+        #: The tool's own series: the textfile and, with the process's, the HTTP endpoint.
         self.registry = prom.CollectorRegistry()
+        self.served = prom.CollectorRegistry()
+        self.served.register(self.registry)
+        # NOTE: the process's CPU, memory, open files and start time, as every exporter has;
+        # never in the textfile, where node_exporter's own process_* would collide.
+        prom.ProcessCollector(registry=self.served)
         self.build_info = prom.Gauge(
             "nova_orphans_build_info",
             "Always 1; the version label is the installed nova-orphans.",
@@ -156,6 +172,17 @@ class Metrics:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
+        self.interval = prom.Gauge(
+            "nova_orphans_config_interval_seconds",
+            "[agent] interval: seconds between two cycles (the alert rules derive their "
+            "thresholds from it).",
+            registry=self.registry,
+        )
+        self.grace_period = prom.Gauge(
+            "nova_orphans_config_grace_period_seconds",
+            "[agent] grace_period: seconds a finding must exist before any step.",
+            registry=self.registry,
+        )
         self.nova_clock_ahead = prom.Gauge(
             "nova_orphans_nova_clock_ahead_seconds",
             "How far Nova's clock (the HTTP Date of the last look's first answer) ran ahead "
@@ -163,8 +190,6 @@ class Metrics:
             "300 s either way, every look at Nova is full until they agree.",
             registry=self.registry,
         )
-        # NOTE: the process's CPU, memory, open files and start time, as every exporter has.
-        prom.ProcessCollector(registry=self.registry)
         for kind in Kind:
             self.findings.labels(kind=kind.value)
         for danger in DangerKind:
@@ -181,6 +206,11 @@ class Metrics:
                     self.actions.labels(action=step.value, outcome=outcome, dry_run=dry_run)
         for reason in ABORT_REASONS:
             self.cycles_aborted.labels(reason=reason)
+
+    def set_config(self, interval: float, grace_period: float) -> None:
+        """Publish the configured interval and grace period (the alerts' time scale)."""
+        self.interval.set(interval)
+        self.grace_period.set(grace_period)
 
     def set_findings(self, counts: dict[Kind, int]) -> None:
         """Publish the number of findings of each kind (zero for kinds not seen)."""
@@ -203,10 +233,10 @@ class Metrics:
 
     def serve(self, address: str, port: int) -> None:
         """Expose the metrics over HTTP (loopback by default)."""
-        prom.start_http_server(port, addr=address, registry=self.registry)
+        prom.start_http_server(port, addr=address, registry=self.served)
 
     def write_textfile(self, path: str) -> None:
-        """Write the metrics for node-exporter's textfile collector (atomically)."""
+        """Write the tool's own metrics for node-exporter's textfile collector (atomically)."""
         prom.write_to_textfile(path, self.registry)
 
 

@@ -123,14 +123,18 @@ def test_a_failed_run_once_writes_metrics_that_say_it_failed(tmp_path, world):
     assert samples[("nova_orphans_last_success_timestamp_seconds", ())] == 0
     assert samples[("nova_orphans_cycles_aborted_total", (("reason", "nova"),))] == 1
     assert samples[("nova_orphans_build_info", (("version", tool_version()),))] == 1
-    # The failed request is counted as one that got no answer; the process is described.
+    # The failed request is counted as one that got no answer.
     errors = sum(
         value
         for (name, labels), value in samples.items()
         if name == "nova_orphans_nova_requests_total" and ("status", "error") in labels
     )
     assert errors >= 1
-    assert samples[("process_resident_memory_bytes", ())] > 0
+    assert samples[("nova_orphans_config_interval_seconds", ())] == 600
+    assert samples[("nova_orphans_config_grace_period_seconds", ())] == 3600
+    # Only the tool's own series: node_exporter has its own process_* (they would collide).
+    assert {name for name, _ in samples if not name.startswith("nova_orphans_")} == set()
+    assert [name for name, _ in samples if name.endswith("_created")] == []
 
 
 def test_a_log_only_agent_computes_the_brake_but_raises_no_state_nor_error(tmp_path, caplog):
