@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 import pytest
+import tomllib
 
 #: The repository's top directory.
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -24,6 +25,11 @@ def tool(name: str, package: str) -> str:
     if os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def pyproject() -> dict:
+    """The repository's pyproject.toml."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
 def repository_files() -> list[str]:

@@ -202,7 +202,8 @@ def register_fleet(commands: Any) -> None:
 
 
 def register_files(commands: Any) -> None:
-    """``sample-config``, ``systemd-unit`` and ``nova-policy``: the files the package ships."""
+    """``sample-config``, ``systemd-unit``, ``nova-policy``, ``alert-rules``,
+    ``grafana-dashboard`` and ``report-schema``: the files the package ships."""
     sample = commands.add_parser(
         "sample-config", help="print the sample configuration (every option, with its help)"
     )
@@ -225,6 +226,27 @@ def register_files(commands: Any) -> None:
     )
     add_debug(policy)
     handles(policy, FILES, "print_nova_policy")
+    rules = commands.add_parser(
+        "alert-rules", help="print the Prometheus alert rules (for rule_files: in prometheus.yml)"
+    )
+    add_debug(rules)
+    rules.add_argument(
+        "--runbook-base",
+        metavar="URL",
+        help="where the documentation is published: each alert's runbook_url becomes "
+        "absolute under it (default: relative to the documentation's root)",
+    )
+    handles(rules, FILES, "print_alert_rules")
+    dashboard = commands.add_parser(
+        "grafana-dashboard", help="print the Grafana dashboard (JSON, to import)"
+    )
+    add_debug(dashboard)
+    handles(dashboard, FILES, "print_grafana_dashboard")
+    schema = commands.add_parser(
+        "report-schema", help="print the JSON schema of 'audit --format json' and the report file"
+    )
+    add_debug(schema)
+    handles(schema, FILES, "print_report_schema")
 
 
 def uuid(value: str) -> str:

@@ -1,4 +1,5 @@
-"""``sample-config``, ``systemd-unit`` and ``nova-policy``: print the files the package ships.
+"""``sample-config``, ``systemd-unit``, ``nova-policy``, ``alert-rules``, ``grafana-dashboard``
+and ``report-schema``: print the files the package ships.
 
 The operator redirects them where they belong, e.g.
 ``nova-orphans systemd-unit > /etc/systemd/system/nova-orphans.service``.
@@ -11,6 +12,7 @@ import importlib.resources
 import os
 import sys
 import sysconfig
+import urllib.parse
 
 from nova_orphans import exits
 from nova_orphans.cli import common, configure
@@ -20,6 +22,13 @@ SAMPLE_CONFIG = "nova-orphans.conf.sample"
 UNIT = "nova-orphans.service"
 #: Nova policy rules granting the role ``nova-orphans-reader`` exactly what the tool reads.
 NOVA_POLICY = "nova-policy.yaml"
+#: Prometheus alert rules (deploy/prometheus), the Grafana dashboard (deploy/grafana), the JSON
+#: report's schema (docs/schema): linked into the package, so one copy of each exists.
+ALERT_RULES = "nova-orphans.rules.yml"
+DASHBOARD = "nova-orphans.json"
+REPORT_SCHEMA = "report.schema.json"
+#: How each alert's runbook_url starts in the shipped rules (relative to the docs' root).
+RUNBOOK_PREFIX = 'runbook_url: "admin/metrics.html#'
 #: The ExecStart path of the shipped unit: where ``pip install`` as root puts the script.
 SHIPPED_EXEC = "/usr/local/bin/nova-orphans"
 
@@ -40,6 +49,39 @@ def print_nova_policy(args: argparse.Namespace) -> int:
     """Print the Nova policy overrides of the least-privilege role."""
     configure.setup_logging(configure.logging_conf(), args)
     sys.stdout.write(shipped(NOVA_POLICY))
+    return exits.OK
+
+
+def print_alert_rules(args: argparse.Namespace) -> int:
+    """Print the alert rules, their runbook URLs under ``--runbook-base`` when given."""
+    configure.setup_logging(configure.logging_conf(), args)
+    sys.stdout.write(alert_rules(args.runbook_base))
+    return exits.OK
+
+
+def alert_rules(runbook_base: str | None) -> str:
+    """The shipped alert rules; with ``runbook_base``, each runbook_url absolute under it."""
+    text = shipped(ALERT_RULES)
+    if runbook_base is None:
+        return text
+    parsed = urllib.parse.urlsplit(runbook_base)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or '"' in runbook_base:
+        raise common.UsageError(f"--runbook-base {runbook_base!r} is not an http(s) URL")
+    base = runbook_base if runbook_base.endswith("/") else runbook_base + "/"
+    return text.replace(RUNBOOK_PREFIX, f'runbook_url: "{base}admin/metrics.html#')
+
+
+def print_grafana_dashboard(args: argparse.Namespace) -> int:
+    """Print the Grafana dashboard."""
+    configure.setup_logging(configure.logging_conf(), args)
+    sys.stdout.write(shipped(DASHBOARD))
+    return exits.OK
+
+
+def print_report_schema(args: argparse.Namespace) -> int:
+    """Print the JSON schema of the report."""
+    configure.setup_logging(configure.logging_conf(), args)
+    sys.stdout.write(shipped(REPORT_SCHEMA))
     return exits.OK
 
 

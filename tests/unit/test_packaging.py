@@ -1,4 +1,5 @@
-"""The wheel carries the licence, the sample config and the systemd unit."""
+"""The wheel carries the licence, the sample config, the systemd unit, the Nova policy, and the
+alert rules, the dashboard and the report schema (linked from deploy/ and docs/schema/)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def repository_copy(destination: pathlib.Path) -> pathlib.Path:
         source = ROOT / name
         if source.is_file():
             (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination / name)
+            # NOTE: links stay links, as a checkout has them: the build must resolve them.
+            shutil.copy2(source, destination / name, follow_symlinks=False)
     return destination
 
 
@@ -63,6 +65,15 @@ def test_the_wheel_ships_license_sample_config_and_unit(wheel):
                 archive.read(f"nova_orphans/data/{name}")
                 == (ROOT / "nova_orphans" / "data" / name).read_bytes()
             )
+        for name, source in (
+            ("nova-orphans.rules.yml", "deploy/prometheus/nova-orphans.rules.yml"),
+            ("nova-orphans.json", "deploy/grafana/nova-orphans.json"),
+            ("report.schema.json", "docs/schema/report.schema.json"),
+        ):
+            # NOTE: a regular file in the wheel, with the content of the repository's one copy.
+            info = archive.getinfo(f"nova_orphans/data/{name}")
+            assert (info.external_attr >> 28) != 0o12, name  # not a symbolic link
+            assert archive.read(info) == (ROOT / source).read_bytes(), name
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata.get_all("License-File") == ["LICENSE"]
     assert "License" not in metadata  # the deprecated free-text field is gone
@@ -105,6 +116,14 @@ def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
     policy = run("nova-policy")
     assert policy.returncode == 0, policy.stderr
     assert policy.stdout == (ROOT / "nova_orphans" / "data" / "nova-policy.yaml").read_text()
+    for command, source in (
+        ("alert-rules", "deploy/prometheus/nova-orphans.rules.yml"),
+        ("grafana-dashboard", "deploy/grafana/nova-orphans.json"),
+        ("report-schema", "docs/schema/report.schema.json"),
+    ):
+        printed = run(command)
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout == (ROOT / source).read_text(), command
     unit = run("systemd-unit", "--executable", sys.executable)
     assert unit.returncode == 0, unit.stderr
     assert f"ExecStart={sys.executable} run --config-file" in unit.stdout

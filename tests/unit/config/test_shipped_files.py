@@ -1,4 +1,5 @@
-"""The sample config and the systemd unit ship in the package, and the commands print them."""
+"""The sample config, the systemd unit, the Nova policy, the alert rules, the dashboard and the
+report schema ship in the package, and the commands print them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from nova_orphans import cli
 from nova_orphans.cli import files
@@ -28,6 +30,53 @@ def test_each_shipped_file_has_one_copy_in_the_repository():
     listed = tools.repository_files()
     for name in ("nova-orphans.conf.sample", "nova-orphans.service", "nova-policy.yaml"):
         assert [p for p in listed if p.endswith(name)] == [f"nova_orphans/data/{name}"]
+
+
+#: Shipped files whose one copy lives outside the package (others edit them there): the package
+#: links to it, so the shipped copy cannot drift from the tested one.
+LINKED = {
+    "nova-orphans.rules.yml": "deploy/prometheus/nova-orphans.rules.yml",
+    "nova-orphans.json": "deploy/grafana/nova-orphans.json",
+    "report.schema.json": "docs/schema/report.schema.json",
+}
+
+
+@pytest.mark.parametrize(("name", "source"), LINKED.items())
+def test_the_package_links_the_one_copy_of_rules_dashboard_and_schema(name, source):
+    link = DATA / name
+    assert link.is_symlink() and link.resolve() == (ROOT / source).resolve()
+    assert name in tools.pyproject()["tool"]["setuptools"]["package-data"]["nova_orphans.data"]
+
+
+@pytest.mark.parametrize(
+    ("command", "source"),
+    [
+        ("alert-rules", "deploy/prometheus/nova-orphans.rules.yml"),
+        ("grafana-dashboard", "deploy/grafana/nova-orphans.json"),
+        ("report-schema", "docs/schema/report.schema.json"),
+    ],
+)
+def test_each_monitoring_file_is_printed_as_the_repository_has_it(capsys, command, source):
+    assert cli.main([command]) == 0
+    assert capsys.readouterr().out == (ROOT / source).read_text()
+
+
+def test_alert_rules_makes_every_runbook_url_absolute_under_the_published_docs(capsys):
+    assert cli.main(["alert-rules", "--runbook-base", "https://docs.example.com/nova-orphans"]) == 0
+    rules = yaml.safe_load(capsys.readouterr().out)
+    urls = [
+        r["annotations"]["runbook_url"] for g in rules["groups"] for r in g["rules"] if "alert" in r
+    ]
+    assert urls and all(
+        u.startswith("https://docs.example.com/nova-orphans/admin/metrics.html#") for u in urls
+    ), urls
+
+
+@pytest.mark.parametrize("base", ["docs.example.com", "ftp://docs.example.com/", 'https://x/"a'])
+def test_alert_rules_refuses_a_runbook_base_that_is_not_a_url_with_one_line(capsys, base):
+    assert cli.main(["alert-rules", "--runbook-base", base]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "--runbook-base" in err
 
 
 def test_sample_config_prints_the_shipped_sample(capsys):
