@@ -34,8 +34,8 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 if [ "$WITH_TESTS" = 1 ]; then
-    .venv/bin/pip install -q -e '.[test,docs]'
+    .venv/bin/pip install -q -c constraints.txt -e '.[test,docs]'
     bash tests/e2e/stack/install.sh
 else
-    .venv/bin/pip install -q -e .
+    .venv/bin/pip install -q -c constraints.txt -e .
 fi

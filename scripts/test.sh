@@ -16,7 +16,7 @@ stop_services() {
 
 if [ "$UNIT" = 1 ]; then
     bash scripts/setup.sh
-    .venv/bin/pip install -q -e '.[test]'
+    .venv/bin/pip install -q -c constraints.txt -e '.[test]'
 else
     bash scripts/setup.sh --test
     trap stop_services EXIT

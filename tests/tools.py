@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -25,6 +26,13 @@ def tool(name: str, package: str) -> str:
     if os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def pyproject() -> dict:

@@ -5,7 +5,6 @@ and no error: the textfile carries only the tool's own series (no ``process_*``,
 from __future__ import annotations
 
 import pathlib
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,16 +18,10 @@ from tests import tools
 from tests.agent.simworld import SimWorld
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def scrape_node_exporter(directory: pathlib.Path, log: pathlib.Path) -> str:
     """node_exporter's /metrics with only its textfile collector reading ``directory``."""
     exporter = tools.tool("prometheus-node-exporter", "prometheus-node-exporter")
-    port = free_port()
+    port = tools.free_port()
     with log.open("w") as out:
         process = subprocess.Popen(
             [exporter, "--collector.disable-defaults", "--collector.textfile"]
@@ -111,7 +104,7 @@ def test_the_http_endpoint_adds_the_process_series_and_no_created_series():
     """An exporter's own endpoint describes its process (what Prometheus's job scrapes)."""
     metrics = Metrics()
     metrics.set_config(300, 7200)
-    port = free_port()
+    port = tools.free_port()
     metrics.serve("127.0.0.1", port)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         served = samples(answer.read().decode())
