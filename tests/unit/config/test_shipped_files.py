@@ -180,3 +180,80 @@ def test_a_missing_tool_fails_when_services_are_required(monkeypatch):
 
 def test_the_script_beside_the_interpreter_is_the_one_pip_installed():
     assert os.access(SCRIPT, os.X_OK), SCRIPT
+
+
+def unit_settings(unit: str) -> dict[str, list[str]]:
+    """Every ``Key=value`` of a unit, by key (a key may repeat)."""
+    settings: dict[str, list[str]] = {}
+    for line in unit.splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def security(analyze: str, unit: pathlib.Path) -> tuple[int, float]:
+    """``systemd-analyze security``'s exit code at threshold 5.0 and the exposure it gives."""
+    done = subprocess.run(
+        [analyze, "security", "--offline=true", "--threshold=50", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (line,) = [x for x in done.stdout.splitlines() if "Overall exposure level" in x]
+    return done.returncode, float(line.split(":", 1)[1].split()[0])
+
+
+def test_the_unit_is_hardened_to_an_exposure_of_5_or_better(tmp_path):
+    analyze = tools.tool("systemd-analyze", "systemd")
+    unit = tmp_path / "nova-orphans.service"
+    unit.write_text(files.unit_text(str(SCRIPT)))
+    code, exposure = security(analyze, unit)
+    assert code == 0 and exposure <= 5.0, exposure
+
+
+def test_the_exposure_check_fails_a_unit_without_the_hardening(tmp_path):
+    analyze = tools.tool("systemd-analyze", "systemd")
+    text = files.unit_text(str(SCRIPT))
+    bare = text.split("# Hardening", 1)[0] + "\n[Install]\nWantedBy=multi-user.target\n"
+    unit = tmp_path / "nova-orphans.service"
+    unit.write_text(bare)
+    code, exposure = security(analyze, unit)
+    assert code != 0 and exposure > 5.0, exposure
+
+
+def test_the_unit_keeps_only_the_capabilities_file_moves_need_and_runs_after_libvirt():
+    settings = unit_settings((DATA / "nova-orphans.service").read_text())
+    assert settings["CapabilityBoundingSet"] == [
+        "CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_FSETID"
+    ]
+    for key in (
+        "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs",
+        "ProtectControlGroups", "RestrictNamespaces", "NoNewPrivileges", "PrivateTmp",
+    ):  # fmt: skip
+        assert settings[key] == ["true"], key
+    assert settings["ProtectSystem"] == ["strict"]
+    # NOTE: the instances path and libvirt's state (managed-save images, NVRAM): reaps move,
+    # link and copy them (docs/design.md rule 16).
+    assert {"-/var/lib/nova", "-/var/lib/libvirt"} <= set(settings["ReadWritePaths"][0].split())
+    assert settings["LogsDirectory"] == ["nova-orphans"]
+    assert settings["StateDirectory"] == ["nova-orphans"]
+    after = settings["After"][0].split()
+    assert "libvirtd.service" in after and "virtqemud.service" in after
+
+
+def test_a_unit_started_before_its_config_exists_fails_once_with_one_line(tmp_path):
+    """Exit 2 (configuration) is not restarted; other failures stop after StartLimitBurst."""
+    settings = unit_settings((DATA / "nova-orphans.service").read_text())
+    assert settings["Restart"] == ["on-failure"]
+    assert settings["RestartPreventExitStatus"] == ["2"]
+    assert int(settings["StartLimitBurst"][0]) <= 5
+    assert int(settings["StartLimitIntervalSec"][0]) >= 5 * int(settings["RestartSec"][0])
+    # The unit's own command line, its config file not there yet.
+    argv = exec_start(files.unit_text(str(SCRIPT))).split()
+    missing = tmp_path / "etc" / "nova-orphans" / "nova-orphans.conf"
+    argv[argv.index("/etc/nova-orphans/nova-orphans.conf")] = str(missing)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+    assert str(missing) in done.stderr
