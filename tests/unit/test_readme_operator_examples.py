@@ -59,6 +59,51 @@ def test_install_examples_write_the_sample_config_and_a_unit_that_verifies(tmp_p
     assert done.returncode == 0, done.stderr
 
 
+def test_the_install_example_installs_the_pinned_versions_into_a_fresh_venv(tmp_path):
+    """The README's and the install page's venv line, /opt moved into a temporary directory."""
+    line = example("python3 -m venv /opt/nova-orphans", README)
+    assert line == example("python3 -m venv /opt/nova-orphans", page("install.md"))
+    assert "-c constraints.txt" in line
+    python = pathlib.Path(sys.base_prefix) / "bin" / "python3"
+    line = line.replace("/opt/", f"{tmp_path}/opt/").replace("python3 -m venv", f"{python} -m venv")
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=ROOT, capture_output=True, text=True, timeout=540
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    venv = tmp_path / "opt" / "nova-orphans" / "bin"
+    frozen = subprocess.run(
+        [str(venv / "pip"), "freeze"], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.splitlines()
+    pinned = set((ROOT / "constraints.txt").read_text().splitlines())
+    assert [x for x in frozen if not x.startswith("nova-orphans") and x not in pinned] == []
+    version = subprocess.run(
+        [str(venv / "nova-orphans"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert version.stdout.strip() == f"nova-orphans {tool_version()}"
+
+
+def test_the_monitoring_examples_write_the_shipped_rules_dashboard_and_schema(tmp_path):
+    for directory in ("prometheus", "grafana", "nova-orphans"):
+        (tmp_path / "etc" / directory).mkdir(parents=True)
+    for prefix in ("nova-orphans alert-rules", "nova-orphans grafana-dashboard",
+                   "nova-orphans report-schema"):  # fmt: skip
+        done = run_shell(example(prefix, page("install.md")), tmp_path)
+        assert done.returncode == 0, done.stderr
+    rules = tmp_path / "etc" / "prometheus" / "nova-orphans.rules.yml"
+    assert "https://docs.example.com/nova-orphans/admin/metrics.html#" in rules.read_text()
+    assert (tmp_path / "etc" / "grafana" / "nova-orphans.json").read_text() == (
+        ROOT / "deploy" / "grafana" / "nova-orphans.json"
+    ).read_text()
+    assert (tmp_path / "etc" / "nova-orphans" / "report.schema.json").read_text() == (
+        ROOT / "docs" / "schema" / "report.schema.json"
+    ).read_text()
+    promtool = tools.tool("promtool", "prometheus")
+    done = subprocess.run(
+        [promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_promtool_example_passes():
     tools.tool("promtool", "prometheus")
     done = subprocess.run(
