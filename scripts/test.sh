@@ -24,8 +24,10 @@ else
     bash tests/e2e/stack/stack.sh start
 fi
 
-.venv/bin/ruff check nova_orphans tests benchmarks
-.venv/bin/ruff format --check nova_orphans tests benchmarks
+.venv/bin/ruff check nova_orphans tests benchmarks deploy/kolla/kolla_start \
+    deploy/kolla/healthcheck_nova_orphans
+.venv/bin/ruff format --check nova_orphans tests benchmarks deploy/kolla/kolla_start \
+    deploy/kolla/healthcheck_nova_orphans
 .venv/bin/mypy
 .venv/bin/lint-imports
 # The documentation builds, warnings as errors (doc/source; the references come from the code).
