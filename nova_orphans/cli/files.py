@@ -65,7 +65,9 @@ def alert_rules(runbook_base: str | None) -> str:
     if runbook_base is None:
         return text
     parsed = urllib.parse.urlsplit(runbook_base)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc or '"' in runbook_base:
+    # NOTE: the URL goes into a double-quoted YAML string: no quote, backslash or blank.
+    unsafe = any(c in '"\\' or not c.isprintable() or c.isspace() for c in runbook_base)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or unsafe:
         raise common.UsageError(f"--runbook-base {runbook_base!r} is not an http(s) URL")
     base = runbook_base if runbook_base.endswith("/") else runbook_base + "/"
     return text.replace(RUNBOOK_PREFIX, f'runbook_url: "{base}admin/metrics.html#')

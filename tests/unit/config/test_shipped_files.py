@@ -72,7 +72,16 @@ def test_alert_rules_makes_every_runbook_url_absolute_under_the_published_docs(c
     ), urls
 
 
-@pytest.mark.parametrize("base", ["docs.example.com", "ftp://docs.example.com/", 'https://x/"a'])
+@pytest.mark.parametrize(
+    "base",
+    [
+        "docs.example.com",
+        "ftp://docs.example.com/",
+        'https://x/"a',
+        "https://x/\nexpr: up",
+        "https://x/\\",
+    ],
+)
 def test_alert_rules_refuses_a_runbook_base_that_is_not_a_url_with_one_line(capsys, base):
     assert cli.main(["alert-rules", "--runbook-base", base]) == 2
     out, err = capsys.readouterr()
