@@ -208,6 +208,7 @@ class Agent:
             observe_nova=self.nova_views.observe,
             services=self.services,
             pinned_node=self.pinned_node,
+            instances_path=self.instances_path,
         )
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:

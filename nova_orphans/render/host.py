@@ -13,6 +13,7 @@ from nova_orphans.core import cost
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, Usage
+from nova_orphans.render import leftovers as render_leftovers
 from nova_orphans.render import table
 from nova_orphans.version import tool_version
 
@@ -129,6 +130,7 @@ def render_json(report: AuditReport) -> str:
             "cost": cost_record(report.untracked, report.placement),
             "shared_volume": report.shared_volumes > 0,
             "dangers": {k.value: report.dangers(k) for k in DangerKind},
+            "leftovers": render_leftovers.record(report.leftovers),
         },
         (f.kind for f in report.findings),
     )
@@ -156,10 +158,11 @@ def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple
     )
 
 
-def render_table(report: AuditReport, wide: bool = False) -> str:
+def render_table(report: AuditReport, wide: bool = False, leftovers: bool = False) -> str:
     """The report as a table with a header (none when nothing was found), its dangers, the
-    identity verdict, a summary line and what non-managed guests cost; within
-    ``table.WIDTH`` columns unless ``wide``."""
+    identity verdict, a summary line, what non-managed guests cost and one line per kind
+    of leftover (each leftover listed with ``leftovers`` or ``wide``); within
+    ``table.WIDTH`` columns unless ``wide`` (a removal command is never cut)."""
     rows = [table_row(f, report.holds.get(f.uuid), wide) for f in report.findings]
     lines = table.render(columns(wide), rows, wide) if rows else []
     for line in [
@@ -169,6 +172,7 @@ def render_table(report: AuditReport, wide: bool = False) -> str:
         *cost_lines(report.untracked, report.placement),
     ]:
         lines += table.fit(line, wide)
+    lines += render_leftovers.lines(report.leftovers, leftovers or wide, wide)
     return "\n".join(lines)
 
 
