@@ -10,6 +10,7 @@ agent's cycle (which audits) reads them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import types
@@ -362,3 +363,24 @@ def test_the_table_tells_one_line_per_kind_and_lists_them_on_request(tmp_path):
     assert f"    rm -r -- {world.instances / gone}" in listed.splitlines()
     assert render_host.render_table(report, wide=True).count("\n    ") >= 3
     report_schema.valid(json.loads(render_host.render_json(report)))
+
+
+def test_the_metric_counts_each_kind_and_is_nan_for_a_kind_not_checked(tmp_path):
+    world = World(tmp_path)
+    world.lost("gone")
+    world.cinder.fail = 500
+    world.leftovers()
+    registry = world.agent.metrics.registry
+
+    def value(kind: StrayKind) -> float | None:
+        return registry.get_sample_value("nova_orphans_leftovers", {"kind": kind.value})
+
+    assert [value(k) for k in (StrayKind.FILES, StrayKind.PORT, StrayKind.ALLOCATION)] == [
+        1.0,
+        1.0,
+        1.0,
+    ]
+    assert math.isnan(value(StrayKind.ATTACHMENT))
+    world.cinder.fail = None
+    world.leftovers()
+    assert value(StrayKind.ATTACHMENT) == 1.0
