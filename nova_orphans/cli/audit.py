@@ -103,7 +103,9 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     classification helps the operator), under one warning line on stderr: never
     a silent pass. A mismatch never gets here: it is an error (exit 1). Likewise a
     danger check Cinder or Neutron could not answer is one warning line, and its
-    findings' danger is ``unknown``, never "none".
+    findings' danger is ``unknown``, never "none". A kind of leftover not checked is
+    said in the report itself (its line, ``null`` in JSON), not on stderr: it endangers
+    no guest (docs/design.md rule 21).
     """
     if not result.identity.verified:
         common.warn(result.identity.reason)
@@ -114,11 +116,6 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
         common.warn(
             f"danger unknown for {result.dangers(DangerKind.UNKNOWN)} "
             f"findings: {'; '.join(sorted(unknown))}"
-        )
-    if result.leftovers is not None and result.leftovers.not_checked:
-        common.warn(
-            "leftovers not checked: "
-            + "; ".join(f"{k.value}: {why}" for k, why in result.leftovers.not_checked.items())
         )
     if args.format == "json":
         print(render_host.render_json(result))

@@ -159,20 +159,21 @@ def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple
 
 
 def render_table(report: AuditReport, wide: bool = False, leftovers: bool = False) -> str:
-    """The report as a table with a header (none when nothing was found), its dangers, the
-    identity verdict, a summary line, what non-managed guests cost and one line per kind
-    of leftover (each leftover listed with ``leftovers`` or ``wide``); within
+    """The report as a table with a header (none when nothing was found), its dangers, one
+    line per kind of leftover (each leftover listed with ``leftovers`` or ``wide``), the
+    identity verdict, a summary line and what non-managed guests cost; within
     ``table.WIDTH`` columns unless ``wide`` (a removal command is never cut)."""
     rows = [table_row(f, report.holds.get(f.uuid), wide) for f in report.findings]
     lines = table.render(columns(wide), rows, wide) if rows else []
+    for line in danger_lines(report.findings):
+        lines += table.fit(line, wide)
+    lines += render_leftovers.lines(report.leftovers, leftovers or wide, wide)
     for line in [
-        *danger_lines(report.findings),
         report.identity.reason,
         _summary(report),
         *cost_lines(report.untracked, report.placement),
     ]:
         lines += table.fit(line, wide)
-    lines += render_leftovers.lines(report.leftovers, leftovers or wide, wide)
     return "\n".join(lines)
 
 
