@@ -9,6 +9,7 @@ agent's cycle (which audits) reads them.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -18,11 +19,14 @@ import types
 import pytest
 
 from nova_orphans import audit
+from nova_orphans.core import fleet_reports as fleet_core
 from nova_orphans.core.strays import StrayKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fleet import reports as fleet_io
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.observe.services.strays import StrayObserver
+from nova_orphans.render import fleet_reports as render_fleet
 from nova_orphans.render import host as render_host
 from tests import report_schema
 from tests.agent.simworld import HOST, OTHER, SimWorld
@@ -384,3 +388,44 @@ def test_the_metric_counts_each_kind_and_is_nan_for_a_kind_not_checked(tmp_path)
     world.cinder.fail = None
     world.leftovers()
     assert value(StrayKind.ATTACHMENT) == 1.0
+
+
+def test_the_fleet_merge_tells_each_trusted_host_s_leftovers_once(tmp_path):
+    """Cinder's attachments and Placement's allocations are the cloud's: told by two hosts,
+    counted once; files are each host's; a kind one host did not check has no total; a
+    report whose leftover is no UUID (or path) this tool tells is refused (rule 20)."""
+    world = World(tmp_path)
+    gone = world.lost("gone")
+    report = world.cycle().report
+    mine = json.loads(render_host.render_json(report))
+    theirs = json.loads(json.dumps(mine)) | {"host": OTHER}
+    for item in theirs["leftovers"]["items"]:
+        if item["kind"] == "stray-files":
+            item["subject"] = f"/srv/nova/instances/{gone}"
+    when = report.checked_at
+    age = datetime.timedelta(hours=1)
+
+    def merged(*documents):
+        parsed = [fleet_io.parse_document(d, f"report-{i}") for i, d in enumerate(documents)]
+        good = [p for p in parsed if not isinstance(p, fleet_core.BadReport)]
+        bad = [p for p in parsed if isinstance(p, fleet_core.BadReport)]
+        hosts, loose = fleet_core.standings(good, bad, [HOST, OTHER], when, age)
+        fleet = fleet_core.merge(hosts, loose, lambda uuid: (None, ()), when, age)
+        return fleet, report_schema.valid(json.loads(render_fleet.render_json(fleet)))
+
+    fleet, document = merged(mine, theirs)
+    assert document["summary"]["leftovers"] == {
+        "stray-files": 2, "stray-port": 1, "stray-attachment": 1, "stray-allocation": 1
+    }  # fmt: skip
+    (host,) = [h for h in document["hosts"] if h["host"] == HOST]
+    assert {i["kind"] for i in host["leftovers"]["items"]} == {k.value for k in StrayKind}
+    assert "command" not in host["leftovers"]["items"][0]
+    table = render_fleet.render_table(fleet)
+    assert "across trusted hosts, leftovers: stray-files 2, stray-port 1" in table
+    theirs["leftovers"]["counts"]["stray-port"] = None
+    assert merged(mine, theirs)[1]["summary"]["leftovers"]["stray-port"] is None
+    theirs["leftovers"]["items"][0]["subject"] = "$(reboot)"
+    fleet, document = merged(mine, theirs)
+    (other,) = [h for h in document["hosts"] if h["host"] == OTHER]
+    assert other["status"] == "unreadable" and other["leftovers"] is None
+    assert "not a stray-" in " ".join(other["notes"])
