@@ -153,6 +153,11 @@ class _Judge:
         state = f" ({record.vm_state})" if record.vm_state else ""
         return f"Nova runs server {uuid} {where}{state}", record.host
 
+    def last_here(self, uuid: str) -> bool:
+        """Whether Nova's record places ``uuid`` on this host (or Nova has none at all)."""
+        record = self.known.get(uuid)
+        return record is None or record.host == self.view.host
+
     def managed(self, uuid: str) -> bool:
         record = self.known.get(uuid)
         return record is not None and managed_here(record, self.view.host)
@@ -165,7 +170,9 @@ def _files(
         if not UUID.fullmatch(found.uuid) or found.uuid in judge.domains:
             continue
         gone = judge.gone(found.uuid)
-        if gone is None or (gone[1] is not None and shared):
+        if gone is None or (shared and not judge.last_here(found.uuid)):
+            # NOTE: on shared storage a directory of a server another host ran (live or
+            # deleted there) is that host's to tell.
             continue
         path = posixpath.join(posixpath.normpath(instances_path), found.uuid)
         what = f" ({', '.join(found.files)})" if found.files else " (empty)"
@@ -240,10 +247,7 @@ def _attachments(attachments: Iterable[VolumeAttachment], judge: _Judge) -> Iter
 def _tied_here(server: str, judge: _Judge) -> bool:
     """Whether this host is where ``server``'s attachment is judged: Nova's deleted row
     names this host, or the server has a trace here (a directory, port, allocation)."""
-    if server not in judge.known:
-        return False
-    record = judge.known[server]
-    return record is None or record.host == judge.view.host
+    return server in judge.known and judge.last_here(server)
 
 
 def _allocations(

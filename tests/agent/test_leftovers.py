@@ -429,3 +429,17 @@ def test_the_fleet_merge_tells_each_trusted_host_s_leftovers_once(tmp_path):
     (other,) = [h for h in document["hosts"] if h["host"] == OTHER]
     assert other["status"] == "unreadable" and other["leftovers"] is None
     assert "not a stray-" in " ".join(other["notes"])
+
+
+def test_on_shared_storage_only_this_host_s_servers_directories_are_told(tmp_path, monkeypatch):
+    world = World(tmp_path)
+    gone = world.lost("gone")
+    elsewhere = world.server("elsewhere", host=OTHER)
+    world.files(elsewhere)
+    deleted_there = world.server("deleted-there", host=OTHER)
+    world.files(deleted_there)
+    world.nova.local_delete(deleted_there, at=world.now)
+    found = {i.server for i in world.leftovers().of(StrayKind.FILES)}
+    assert found == {gone, elsewhere, deleted_there}
+    monkeypatch.setattr(audit, "shared_storage_refusal", lambda path: f"{path} is on nfs")
+    assert [i.server for i in world.leftovers().of(StrayKind.FILES)] == [gone]
