@@ -237,3 +237,18 @@ def test_a_404_from_an_endpoint_that_is_not_cinders_is_unknown_not_no_such_volum
     assert document["leftovers"]["not_checked"]["stray-attachment"].startswith(
         "Cinder answered GET /attachments?all_tenants=1 with HTTP 404"
     )
+
+
+def test_leftovers_one_line_per_kind_and_listed_with_their_commands(tmp_path, cloud, capsys):
+    """docs/design.md §8b: the table says each kind in one line; ``--leftovers`` lists each
+    with the command that removes it (the server here Placement has no allocation of)."""
+    uri = orphan_world(tmp_path, cloud)
+    argv = ["audit", "--config-file", config(tmp_path, cloud), "--libvirt-uri", uri]
+    cli.main(argv)
+    table = capsys.readouterr().out
+    assert "leftovers stray-allocation: 1 (1 servers here with no allocation)" in table
+    assert "leftovers stray-files: 0" in table and "heal_allocations" not in table
+    cli.main([*argv, "--leftovers"])
+    listed = capsys.readouterr().out.splitlines()
+    kept = next(u for u, s in cloud.nova.servers.items() if s.name == "kept")
+    assert f"    nova-manage placement heal_allocations --instance {kept}" in listed
