@@ -208,6 +208,7 @@ class Agent:
             observe_nova=self.nova_views.observe,
             services=self.services,
             pinned_node=self.pinned_node,
+            instances_path=self.instances_path,
         )
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:
@@ -215,6 +216,7 @@ class Agent:
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
         self.metrics.set_costs(report.untracked, {k: report.dangers(k) for k in DangerKind})
+        self.metrics.set_leftovers(report.leftovers)
         holds = self._holds(report.findings, now)
         # NOTE: a held guest is not counted: once released it must be seen afresh.
         counted = [f for f in report.findings if f.uuid not in holds]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from nova_orphans import exits
-from nova_orphans.core import cost, danger, identity
+from nova_orphans.core import cost, danger, identity, stray_judge, strays
 from nova_orphans.core.classify import classify
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.model import (
@@ -19,12 +19,16 @@ from nova_orphans.core.model import (
     Kind,
     NovaView,
     Selector,
+    Server,
 )
-from nova_orphans.observe.errors import IdentityMismatch
+from nova_orphans.observe.errors import IdentityMismatch, ObserveError
+from nova_orphans.observe.instance_dirs import instance_dirs
+from nova_orphans.observe.mounts import shared_storage_refusal
 from nova_orphans.observe.nova import nodes as nova_nodes
-from nova_orphans.observe.nova.observer import NovaObserver
+from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
+from nova_orphans.observe.services.strays import StrayObserver
 from nova_orphans.record.journal import Journal
 
 
@@ -53,6 +57,8 @@ class Services:
 
     placement: PlacementObserver
     dangers: DangerObserver
+    #: What lost servers left: ports, attachments, allocations (None: not looked for).
+    strays: StrayObserver | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +79,8 @@ class AuditReport:
     domains: tuple[Domain, ...] = ()
     #: Placement's view of the host's provider; None when no services were asked.
     placement: cost.PlacementAnswer | None = None
+    #: What lost servers left on and around the host; None when not looked for.
+    leftovers: strays.Leftovers | None = None
 
     @property
     def untracked(self) -> cost.Untracked:
@@ -158,6 +166,7 @@ def audit(
     observe_nova: ObserveNova | None = None,
     services: Services | None = None,
     pinned_node: str | None = None,
+    instances_path: str | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -166,7 +175,8 @@ def audit(
     never classified (docs/design.md rule 10). libvirt is read before Nova so
     that Nova's answer is never older than the domains it is compared with.
     With ``services``, each orphan's dangers (Cinder, Neutron) and Placement's
-    view of the host are added; their failures never fail the audit.
+    view of the host are added; their failures never fail the audit. With
+    ``services.strays`` and ``instances_path``, the leftovers (docs/design.md §8b) too.
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
     domains = hypervisor.list_domains()
@@ -175,11 +185,15 @@ def audit(
     denied = [d.uuid for d in domains if deny is not None and deny.covers(d)]
     view = (observe_nova or nova.observe)(host, [d.uuid for d in domains], denied)
     findings = classify(domains, view, deny)
-    placement = None
+    placement = leftovers = None
     if services is not None:
         facts = services.dangers.facts(findings)
         findings = danger.with_dangers(findings, facts, host, view.servers_here.keys())
         placement = services.placement.answer(node_name(verdict, host))
+        if services.strays is not None and instances_path:
+            leftovers = look_for_leftovers(
+                services.strays, nova, view, domains, placement, instances_path
+            )
     nova_guests = sum(1 for d in domains if d.metadata is not None)
     return AuditReport(
         host,
@@ -190,7 +204,62 @@ def audit(
         len(view.servers_here),
         domains=tuple(domains),
         placement=placement,
+        leftovers=leftovers,
     )
+
+
+def look_for_leftovers(
+    observer: StrayObserver,
+    nova: NovaObserver,
+    view: NovaView,
+    domains: Sequence[Domain],
+    placement: cost.PlacementAnswer,
+    instances_path: str,
+) -> strays.Leftovers:
+    """What lost servers left on and around the host, judged against Nova (docs/design.md
+    §8b). Changes nothing; a look that fails makes its kind "not checked".
+
+    Requests beyond the audit's: one listing per service (``observe/services/strays.py``),
+    then from Nova the migrations touching the host (unless the audit asked them), the
+    host's deleted servers when Cinder names servers it does not know (or from 5 UUIDs
+    to explain on), one lookup per other UUID to explain, and the every-cell check when
+    one has no record.
+    """
+    host = view.host
+    provider = placement.provider.uuid if placement.provider else None
+    seen = observer.seen(host, provider)
+    try:
+        seen = dataclasses.replace(seen, dirs=instance_dirs(instances_path))
+    except ObserveError as exc:
+        seen = dataclasses.replace(
+            seen, not_read={**seen.not_read, strays.StrayKind.FILES: str(exc)}
+        )
+    uuids = [d.uuid for d in domains]
+    try:
+        view, records = _records(nova, view, seen, uuids)
+    except ObserveError as exc:
+        return stray_judge.find(seen, view, {}, uuids, instances_path, nova_error=str(exc))
+    shared = shared_storage_refusal(instances_path) if seen.dirs else None
+    return stray_judge.find(seen, view, records, uuids, instances_path, shared)
+
+
+def _records(
+    nova: NovaObserver, view: NovaView, seen: strays.Seen, domains: Sequence[str]
+) -> tuple[NovaView, dict[str, Server | None]]:
+    """``view`` with the host's migrations, and Nova's records of the UUIDs to judge."""
+    if not view.migrations and stray_judge.wanted(seen, view, domains):
+        view = dataclasses.replace(view, migrations=nova.migrations_touching(view.host))
+    wanted = stray_judge.wanted(seen, view, domains)
+    named = stray_judge.attachment_servers(seen) - view.servers_here.keys() - view.lookups.keys()
+    records: dict[str, Server | None] = {}
+    if named - wanted or len(wanted) >= BULK_LOOKUP_FROM:
+        deleted = nova.deleted_on_host(view.host)
+        records.update({u: deleted[u] for u in (named | wanted) & deleted.keys()})
+    records.update({u: nova.lookup(u) for u in sorted(wanted - records.keys())})
+    if None in records.values():
+        # NOTE: "no record" holds only when every cell answered (docs/design.md rule 17).
+        nova.require_cells_answer()
+    return view, records
 
 
 def node_name(verdict: identity.Verdict, host: str) -> str | None:

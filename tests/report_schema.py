@@ -34,7 +34,21 @@ def valid(document: Any) -> Any:
     for finding in findings:
         tally[finding["kind"]] += 1
     assert document["counts"] == tally, (document["counts"], tally)
+    leftovers(document.get("leftovers"))
     return document
+
+
+def leftovers(section: Any) -> None:
+    """A host report's leftovers: each count tallies its items; a kind not checked has a
+    reason and no items (docs/design.md rule 21)."""
+    if section is None:
+        return
+    for kind, count in section["counts"].items():
+        items = [i for i in section["items"] if i["kind"] == kind]
+        if count is None:
+            assert section["not_checked"].get(kind) and not items, (kind, section)
+        else:
+            assert count == len(items) and kind not in section["not_checked"], (kind, section)
 
 
 def fleet_findings(document: dict[str, Any]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from nova_orphans.observe.nova.session import transport_from_conf as _transport
 from nova_orphans.observe.services.client import KeystoneClient, sibling
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
+from nova_orphans.observe.services.strays import StrayObserver
 from nova_orphans.render import host as render_host
 
 
@@ -45,6 +46,7 @@ def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
     return audit.Services(
         PlacementObserver(clients["Placement"]),
         DangerObserver(clients["Cinder"], clients["Neutron"]),
+        StrayObserver(clients["Neutron"], clients["Cinder"], clients["Placement"]),
     )
 
 
@@ -66,6 +68,7 @@ def run_audit(args: argparse.Namespace) -> int:
             settings.compute_id_dirs,
             services=services_from_conf(conf, transport),
             pinned_node=settings.pinned_node,
+            instances_path=settings.instances_path,
         )
     holds = audit.read_holds(config.state_paths(conf).journal)
     return show(dataclasses.replace(result, holds=holds), args)
@@ -100,7 +103,9 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     classification helps the operator), under one warning line on stderr: never
     a silent pass. A mismatch never gets here: it is an error (exit 1). Likewise a
     danger check Cinder or Neutron could not answer is one warning line, and its
-    findings' danger is ``unknown``, never "none".
+    findings' danger is ``unknown``, never "none". A kind of leftover not checked is
+    said in the report itself (its line, ``null`` in JSON), not on stderr: it endangers
+    no guest (docs/design.md rule 21).
     """
     if not result.identity.verified:
         common.warn(result.identity.reason)
@@ -115,5 +120,5 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     if args.format == "json":
         print(render_host.render_json(result))
     else:
-        print(render_host.render_table(result, args.wide))
+        print(render_host.render_table(result, args.wide, getattr(args, "leftovers", False)))
     return audit.exit_code(result)

@@ -85,16 +85,28 @@ def add_format(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_leftovers(parser: argparse.ArgumentParser) -> None:
+    """``--leftovers``: list each leftover (files, port, attachment, allocation)."""
+    parser.add_argument(
+        "--leftovers",
+        action="store_true",
+        help="list every leftover with its removal command (default: one line per kind; "
+        "--wide lists them too)",
+    )
+
+
 def register_audit(commands: Any) -> None:
     """``audit`` and ``demo``: observe and classify one host; change nothing."""
     audit = commands.add_parser("audit", help="report orphan guests on this host; changes nothing")
     add_config(audit)
     add_host(audit)
     add_format(audit)
+    add_leftovers(audit)
     handles(audit, AUDIT, "run_audit")
     demo = commands.add_parser("demo", help="audit an embedded simulated cloud (no setup needed)")
     add_debug(demo)
     add_format(demo)
+    add_leftovers(demo)
     handles(demo, AUDIT, "run_demo")
 
 

@@ -84,9 +84,9 @@ def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding 
             return finding(Kind.FOREIGN, why, "unreadable Nova metadata")
         why = "no Nova metadata in the domain XML: treated as made outside Nova"
         return finding(Kind.FOREIGN, why, "no Nova metadata")
-    protection = _protection(domain.uuid, server, nova)
-    if protection:
-        return finding(Kind.PROTECTED, *protection)
+    protected = protection(domain.uuid, server, nova)
+    if protected:
+        return finding(Kind.PROTECTED, *protected)
     if server is None:
         # NOTE: archived or purged rows are the usual cause, but a restored database
         # or another cloud's guest look the same: the reason states only the fact.
@@ -100,7 +100,7 @@ def _classify_domain(domain: Domain, nova: NovaView, deny: Selector) -> Finding 
     return finding(Kind.MISPLACED, *_misplaced_reason(domain.uuid, server, nova))
 
 
-def _protection(uuid: str, server: Server | None, nova: NovaView) -> tuple[str, str] | None:
+def protection(uuid: str, server: Server | None, nova: NovaView) -> tuple[str, str] | None:
     """Why this guest must not be treated as an orphan now (reason, brief), or None."""
     if server is not None and not server.deleted:
         if server.vm_state == SOFT_DELETED_VM_STATE:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from nova_orphans.core.classify import MIGRATION_IN_PROGRESS
 from nova_orphans.core.fleet import RUNNING_STATES
 from nova_orphans.core.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server, Usage
+from nova_orphans.core.strays import StrayKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +57,24 @@ class ReportedFinding:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReportedLeftover:
+    """One leftover as the host told it (docs/design.md §8b): no command is carried over,
+    a report is hostile input (rule 20); the host's own audit prints it."""
+
+    kind: StrayKind
+    subject: str
+    server: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportedLeftovers:
+    """A host's leftovers: how many of each kind (None: not checked there), and each."""
+
+    counts: Mapping[StrayKind, int | None]
+    items: tuple[ReportedLeftover, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class PerHostReport:
     """One host's report, as read from ``source`` (a file name or ``stdin #N``)."""
 
@@ -67,6 +86,8 @@ class PerHostReport:
     identity_reason: str
     domains: tuple[SeenDomain, ...]
     findings: tuple[ReportedFinding, ...]
+    #: None when the report does not tell them (not looked for, or an older nova-orphans).
+    leftovers: ReportedLeftovers | None = None
 
     @property
     def identity_verified(self) -> bool:
@@ -112,6 +133,11 @@ class HostStanding:
     def findings(self) -> tuple[ReportedFinding, ...]:
         """The host's own findings when its report is trusted; none otherwise."""
         return self.report.findings if self.trusted and self.report else ()
+
+    @property
+    def leftovers(self) -> ReportedLeftovers | None:
+        """The host's leftovers when its report is trusted and tells them; None otherwise."""
+        return self.report.leftovers if self.trusted and self.report else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -398,3 +424,27 @@ def merge(
     return MergedFleet(
         now, max_age, hosts, unattributed, tuple(confirmed), tuple(moved), tuple(duplicates)
     )
+
+
+def leftover_totals(hosts: Iterable[HostStanding]) -> dict[StrayKind, int | None]:
+    """Each kind's leftovers across the trusted hosts; None when one of them did not check
+    it (or told no leftovers): never a total that reads "none" for a look not made.
+
+    NOTE: Cinder's attachments and Placement's allocations are the cloud's, so one told
+    by two hosts is counted once; files are each host's own.
+    """
+    trusted = [h for h in hosts if h.trusted]
+    totals: dict[StrayKind, int | None] = {}
+    for kind in StrayKind:
+        told = [h.leftovers for h in trusted]
+        if any(t is None or t.counts.get(kind) is None for t in told):
+            totals[kind] = None
+            continue
+        seen = {
+            (h.host if kind is StrayKind.FILES else "", i.subject)
+            for h in trusted
+            for i in (h.leftovers.items if h.leftovers else ())
+            if i.kind is kind
+        }
+        totals[kind] = len(seen)
+    return totals

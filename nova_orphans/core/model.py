@@ -171,6 +171,8 @@ class Migration:
     created_at: str | None = None
     #: When Nova last changed the migration (its ``updated_at``).
     updated_at: str | None = None
+    #: The migration's own UUID (2.59+): the Placement consumer of the source's allocation.
+    uuid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

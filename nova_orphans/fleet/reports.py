@@ -16,13 +16,22 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
 from nova_orphans import exits
-from nova_orphans.core.fleet_reports import BadReport, PerHostReport, ReportedFinding, SeenDomain
+from nova_orphans.core.fleet_reports import (
+    BadReport,
+    PerHostReport,
+    ReportedFinding,
+    ReportedLeftover,
+    ReportedLeftovers,
+    SeenDomain,
+)
 from nova_orphans.core.model import DomainState, Kind, Usage
+from nova_orphans.core.strays import UUID, StrayKind
 from nova_orphans.exceptions import NovaOrphansError
 
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
@@ -159,7 +168,47 @@ def _report(document: dict[str, Any], source: str, host: str) -> PerHostReport:
         reason,
         tuple(_domain(d, i) for i, d in enumerate(_list(document, "domains"))),
         tuple(_finding(f, i) for i, f in enumerate(_list(document, "findings"))),
+        _leftovers(document.get("leftovers")),
     )
+
+
+#: Leftovers one report may tell (a host holds a few hundred guests).
+MAX_LEFTOVERS = 100_000
+#: A stray directory: an absolute path ending in a canonical UUID, no control characters.
+_STRAY_PATH = re.compile(rf"/[^\x00-\x1f\x7f]{{0,4000}}/{UUID.pattern}", re.ASCII)
+
+
+def _leftovers(item: Any) -> ReportedLeftovers | None:
+    """A report's ``leftovers`` (absent or null: not told); a malformed one refuses it."""
+    if item is None:
+        return None
+    if not isinstance(item, dict) or not isinstance(item.get("counts"), dict):
+        raise ValueError("'leftovers' is not an object with 'counts'")
+    counts: dict[StrayKind, int | None] = {}
+    for kind in StrayKind:
+        value = item["counts"].get(kind.value)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 0):  # fmt: skip
+            raise ValueError(f"leftovers: the count of {kind.value} is {value!r}")
+        counts[kind] = value
+    items = item.get("items")
+    if not isinstance(items, list) or len(items) > MAX_LEFTOVERS:
+        raise ValueError("leftovers: 'items' is not a list (of at most 100000)")
+    return ReportedLeftovers(counts, tuple(_leftover(x, i) for i, x in enumerate(items)))
+
+
+def _leftover(item: Any, index: int) -> ReportedLeftover:
+    where = f"leftovers.items[{index}]"
+    kind_name, subject = _fields(item, where, "kind", "subject")
+    try:
+        kind = StrayKind(kind_name)
+    except ValueError:
+        raise ValueError(f"{where}: unknown kind {kind_name!r}") from None
+    shape = _STRAY_PATH if kind is StrayKind.FILES else UUID
+    server = item.get("server")
+    if not shape.fullmatch(subject) or not (server is None or UUID.fullmatch(str(server))):
+        raise ValueError(f"{where}: not a {kind.value} this nova-orphans tells")
+    return ReportedLeftover(kind, subject, server)
 
 
 def _time(value: Any) -> datetime.datetime:

@@ -16,6 +16,7 @@ import prometheus_client as prom
 from nova_orphans.core.cost import Untracked
 from nova_orphans.core.model import DangerKind, Kind
 from nova_orphans.core.policy import Step
+from nova_orphans.core.strays import Leftovers, StrayKind
 from nova_orphans.version import tool_version
 
 #: Why a cycle acted on nothing (``nova_orphans_cycles_aborted_total{reason}``).
@@ -159,6 +160,14 @@ class Metrics:
             ["danger"],
             registry=self.registry,
         )
+        self.leftovers = prom.Gauge(
+            "nova_orphans_leftovers",
+            "What lost servers left on and around this host at the last completed cycle, "
+            "by kind: stray-files, stray-port, stray-attachment, stray-allocation (report "
+            "only). NaN: that kind was not checked (a service could not be asked).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.nova_requests = prom.Counter(
             "nova_orphans_nova_requests",
             "Requests to Nova's API, by endpoint and status class (error: no answer).",
@@ -194,6 +203,8 @@ class Metrics:
             self.findings.labels(kind=kind.value)
         for danger in DangerKind:
             self.dangers.labels(danger=danger.value)
+        for stray in StrayKind:
+            self.leftovers.labels(kind=stray.value)
         for endpoint in NOVA_ENDPOINTS:
             self.nova_request_duration.labels(endpoint=endpoint)
             for status in NOVA_STATUSES:
@@ -224,6 +235,13 @@ class Metrics:
         self.untracked_disk.set(untracked.disk_bytes)
         for danger in DangerKind:
             self.dangers.labels(danger=danger.value).set(dangers.get(danger, 0))
+
+    def set_leftovers(self, leftovers: Leftovers | None) -> None:
+        """Publish how many leftovers of each kind; NaN for a kind not checked (docs/design.md
+        rule 21: a look not made never reads as 0), every kind when none was looked for."""
+        for kind in StrayKind:
+            count = leftovers.count(kind) if leftovers is not None else None
+            self.leftovers.labels(kind=kind.value).set(float("nan") if count is None else count)
 
     def nova_request(self, request: str, status: int | None, seconds: float) -> None:
         """Count and time one Nova request (``status`` None: no answer came)."""

@@ -6,7 +6,14 @@ import collections
 from typing import Any
 
 from nova_orphans.core import cost
-from nova_orphans.core.fleet_reports import CrossHost, HostStanding, MergedFleet, Standing
+from nova_orphans.core.fleet_reports import (
+    CrossHost,
+    HostStanding,
+    MergedFleet,
+    ReportedLeftovers,
+    Standing,
+    leftover_totals,
+)
 from nova_orphans.core.model import Kind
 from nova_orphans.render import fleet as render
 from nova_orphans.render import host as render_host
@@ -65,7 +72,26 @@ def _host(host: HostStanding) -> dict[str, Any]:
         ]
         if host.trusted and seen is not None
         else None,
+        "leftovers": _leftovers(host.leftovers),
     }
+
+
+def _leftovers(told: ReportedLeftovers | None) -> dict[str, Any] | None:
+    """A trusted host's leftovers (no commands: its own audit prints them); null otherwise."""
+    if told is None:
+        return None
+    return {
+        "counts": {k.value: n for k, n in told.counts.items()},
+        "items": [
+            {"kind": i.kind.value, "subject": i.subject, "server": i.server} for i in told.items
+        ],
+    }
+
+
+def leftovers_line(counts: dict[Any, int | None]) -> str:
+    """``leftovers: stray-files 1, stray-port not checked, ...``."""
+    parts = [f"{k.value} {'not checked' if n is None else n}" for k, n in counts.items()]
+    return "leftovers: " + ", ".join(parts)
 
 
 def _by_standing(fleet: MergedFleet, standing: Standing) -> list[str]:
@@ -86,6 +112,7 @@ def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
         "duplicates": len(fleet.duplicates),
         "findings": {k.value: n for k, n in _kinds(fleet).items()},
         "nova_requests": fleet.nova_requests,
+        "leftovers": {k.value: n for k, n in leftover_totals(fleet.hosts).items()},
         "untracked": render.untracked_record(cost.total(u for _, u in _ranking(fleet))),
         "untracked_by_host": [
             {"host": host, **render.untracked_record(totals)} for host, totals in _ranking(fleet)
@@ -126,10 +153,18 @@ def render_table(fleet: MergedFleet, wide: bool = False) -> str:
         rows = [(f.kind.value, f.uuid, f.name, f.reason if wide else f.brief or f.reason)
                 for f in host.findings]  # fmt: skip
         lines += table.render(HOST_COLUMNS, rows, wide, indent="  ") if rows else []
+        if host.leftovers is not None:
+            lines += table.fit(leftovers_line(dict(host.leftovers.counts)), wide, indent="  ")
+            for item in host.leftovers.items if wide else ():
+                whose = f" (server {item.server})" if item.server else ""
+                lines += table.fit(f"{item.kind.value} {item.subject}{whose}", wide, "    ")
     for bad in fleet.unattributed:
         lines += table.fit(f"UNREADABLE {bad.source}: {bad.reason}", wide)
     for line in render.ranking_lines(_ranking(fleet)):
         lines += table.fit(line, wide)
+    if any(h.leftovers is not None for h in fleet.hosts):
+        totals = dict(leftover_totals(fleet.hosts))
+        lines += table.fit("across trusted hosts, " + leftovers_line(totals), wide)
     lines += table.fit(summary(fleet), wide)
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ from nova_orphans.core import cost
 from nova_orphans.core.holds import Hold
 from nova_orphans.core.identity import Verdict
 from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, Usage
+from nova_orphans.render import leftovers as render_leftovers
 from nova_orphans.render import table
 from nova_orphans.version import tool_version
 
@@ -129,6 +130,7 @@ def render_json(report: AuditReport) -> str:
             "cost": cost_record(report.untracked, report.placement),
             "shared_volume": report.shared_volumes > 0,
             "dangers": {k.value: report.dangers(k) for k in DangerKind},
+            "leftovers": render_leftovers.record(report.leftovers),
         },
         (f.kind for f in report.findings),
     )
@@ -156,14 +158,17 @@ def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple
     )
 
 
-def render_table(report: AuditReport, wide: bool = False) -> str:
-    """The report as a table with a header (none when nothing was found), its dangers, the
+def render_table(report: AuditReport, wide: bool = False, leftovers: bool = False) -> str:
+    """The report as a table with a header (none when nothing was found), its dangers, one
+    line per kind of leftover (each leftover listed with ``leftovers`` or ``wide``), the
     identity verdict, a summary line and what non-managed guests cost; within
-    ``table.WIDTH`` columns unless ``wide``."""
+    ``table.WIDTH`` columns unless ``wide`` (a removal command is never cut)."""
     rows = [table_row(f, report.holds.get(f.uuid), wide) for f in report.findings]
     lines = table.render(columns(wide), rows, wide) if rows else []
+    for line in danger_lines(report.findings):
+        lines += table.fit(line, wide)
+    lines += render_leftovers.lines(report.leftovers, leftovers or wide, wide)
     for line in [
-        *danger_lines(report.findings),
         report.identity.reason,
         _summary(report),
         *cost_lines(report.untracked, report.placement),

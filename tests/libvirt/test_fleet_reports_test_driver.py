@@ -227,6 +227,7 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
         "report": None,
         "notes": None,
         "findings": None,
+        "leftovers": None,
     }
 
 

@@ -13,26 +13,17 @@ import stat
 import uuid as uuidlib
 from collections.abc import Callable
 
-DEFAULT_MOUNTS_FILE = "/proc/self/mountinfo"
+# NOTE: the mount checks live with the observers (the audit reads them too).
+from nova_orphans.observe.mounts import (  # noqa: F401
+    DEFAULT_MOUNTS_FILE,
+    LOCAL_FSTYPES,
+    mount_of,
+    os_reason,
+    shared_storage_refusal,
+)
+
 #: The ``<stamp>`` level of a quarantine directory: a reap's time stamp.
 STAMP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}")
-
-#: File systems that are local to one host: the only ones whose instance
-#: directories are moved without ``allow_shared_storage_reap``. Every other type
-#: counts as shared, including types we have never heard of (WekaFS, VxFS/CFS,
-#: StorNext, ACFS, any FUSE file system): a wrong "local" moves the files of a
-#: guest another host may run; a wrong "shared" only leaves files in place.
-#: NOTE: overlay is local: its upper layer (where nova-compute creates instance
-#: directories inside a container) must be a file system with xattrs and d_type,
-#: which rules out NFS, and the kernel does not support two hosts writing to one
-#: upper layer. Container deployments that bind-mount /var/lib/nova show the
-#: backing file system's own type here, which is judged on its own.
-LOCAL_FSTYPES = frozenset(
-    {
-        "ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "tmpfs", "f2fs", "jfs", "reiserfs",
-        "bcachefs", "overlay",
-    }
-)  # fmt: skip
 
 
 def is_canonical_uuid(value: str) -> bool:
@@ -105,57 +96,6 @@ def first_symlink(path: str, lstat: Callable[[str], os.stat_result] = os.lstat) 
     return None
 
 
-def shared_storage_refusal(path: str, mounts_file: str = DEFAULT_MOUNTS_FILE) -> str | None:
-    """Why ``path`` may be on storage shared between hosts; None when it is local.
-
-    Local means: the mount holding ``path`` has a type in ``LOCAL_FSTYPES``.
-    """
-    real = os.path.realpath(path)
-    try:
-        with open(mounts_file, encoding="utf-8", errors="replace") as mounts:
-            found = mount_of(real, mounts.read())
-    except OSError as err:
-        return f"cannot tell which file system holds {real} ({mounts_file}: {os_reason(err)})"
-    if found is None:
-        return f"cannot tell which file system holds {real} (no mount in {mounts_file})"
-    mount_point, fstype = found
-    if fstype not in LOCAL_FSTYPES:
-        return (
-            f"{real} is on {fstype} ({mount_point}), not a local file system type: "
-            "treated as shared storage (allow_shared_storage_reap is off)"
-        )
-    return None
-
-
-def mount_of(path: str, mounts: str) -> tuple[str, str] | None:
-    """The (mount point, fstype) of the longest mount point holding ``path``.
-
-    ``mounts`` is /proc/self/mountinfo or /proc/mounts text; of two mounts on
-    the same point, the later one (on top) wins.
-    """
-    best: tuple[str, str] | None = None
-    for line in mounts.splitlines():
-        if " - " in line:
-            fields, rest = line.split(" - ", 1)
-            parts, fs_parts = fields.split(), rest.split()
-            if len(parts) < 5 or not fs_parts:
-                continue
-            mount_point, fstype = _unescape(parts[4]), fs_parts[0]
-        else:
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            mount_point, fstype = _unescape(parts[1]), parts[2]
-        inside = mount_point == "/" or path == mount_point or path.startswith(mount_point + "/")
-        if inside and (best is None or len(mount_point) >= len(best[0])):
-            best = (mount_point, fstype)
-    return best
-
-
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def write_durably(path: str, text: str) -> None:
     """Write ``text`` to ``path`` (0600) through a temporary file, fsync file and directory."""
     temporary = path + ".tmp"
@@ -175,9 +115,3 @@ def fsync_path(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def os_reason(err: OSError) -> str:
-    """An OS error on one line: what and, when known, which file."""
-    where = f" ({err.filename})" if err.filename else ""
-    return f"{err.strerror or err}{where}"

@@ -177,6 +177,7 @@ def parse_migration(item: dict[str, Any], host_rule: str = MIGRATION_HOST_RULE) 
         status=str(item.get("status", "")),
         created_at=item.get("created_at"),
         updated_at=item.get("updated_at"),
+        uuid=migration if _UUID.fullmatch(migration := str(item.get("uuid") or "")) else None,
     )
 
 

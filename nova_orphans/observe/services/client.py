@@ -28,8 +28,10 @@ class Client(Protocol):
     #: The service in the operator's words ("Cinder").
     name: str
 
-    def get(self, path: str) -> tuple[int, Any]:
-        """(HTTP status, decoded JSON body or None); raises ``ServiceError`` when unreachable."""
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON body or None); raises ``ServiceError`` when unreachable.
+
+        ``headers``: extra request headers (a microversion)."""
 
 
 class KeystoneClient:
@@ -39,12 +41,12 @@ class KeystoneClient:
         self._adapter = adapter
         self.name = name
 
-    def get(self, path: str) -> tuple[int, Any]:
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """GET ``path`` relative to the service's endpoint."""
         service = self._adapter.service_type
         try:
             response = self._adapter.get(
-                path, raise_exc=False, headers={"Accept": "application/json"}
+                path, raise_exc=False, headers={"Accept": "application/json", **(headers or {})}
             )
         except ks_exc.EndpointNotFound as exc:
             raise ServiceError(
@@ -79,7 +81,9 @@ def sibling(
     )
 
 
-def get_json(client: Client, path: str, not_found: str | None = None) -> Any:
+def get_json(
+    client: Client, path: str, not_found: str | None = None, headers: dict[str, str] | None = None
+) -> Any:
     """The JSON body of a 200 answer; else ``ServiceError``.
 
     ``not_found``: the key of the service's own "no such item" fault (Cinder's
@@ -90,7 +94,7 @@ def get_json(client: Client, path: str, not_found: str | None = None) -> Any:
     service type) answers 404 to everything, and reading that as "no such volume"
     would hide the very danger the lookup is for (docs/design.md rule 3).
     """
-    status, body = client.get(path)
+    status, body = client.get(path, headers) if headers else client.get(path)
     if not_found and status == 404 and isinstance(body, dict) and not_found in body:
         return None
     if status != 200:

@@ -74,10 +74,18 @@ def orphan_world(tmp_path: pathlib.Path, cloud: http_nova.Cloud) -> str:
     return worlds.write_node_file(tmp_path, domains)
 
 
+def instances(tmp_path: pathlib.Path) -> pathlib.Path:
+    """The host's instances_path: nothing in it."""
+    path = tmp_path / "instances"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 def config(tmp_path: pathlib.Path, cloud: http_nova.Cloud, services: str = "") -> str:
     path = tmp_path / "nova-orphans.conf"
     path.write_text(
-        f"[DEFAULT]\nhost = cmp-1\n[agent]\nstate_dir = {tmp_path / 'state'}\n"
+        f"[DEFAULT]\nhost = cmp-1\ninstances_path = {instances(tmp_path)}\n"
+        f"[agent]\nstate_dir = {tmp_path / 'state'}\n"
         f"[nova]\ntimeout = 1\nauth_type = password\nauth_url = {cloud.auth_url}\n"
         f"username = nova-orphans\npassword = {PASSWORD}\nproject_name = service\n"
         "user_domain_name = Default\nproject_domain_name = Default\n" + services
@@ -106,13 +114,24 @@ def test_every_service_found_in_the_catalog_with_one_request_per_check(tmp_path,
     assert document["shared_volume"] is True
     assert document["dangers"] == {"shared-volume": 1, "address-conflict": 1, "unknown": 0}
     assert document["cost"]["placement"]["resources"]["MEMORY_MB"]["used"] == 2048
-    # One request for all the MACs, one per volume, three for Placement.
+    # One request for all the MACs, one per volume, three for Placement; then for the
+    # leftovers one listing each (docs/design.md §8b): ports bound here, the attachments,
+    # the provider's allocations.
     assert cloud.services["network"].requests == [
         f"/v2.0/ports?mac_address={MAC.replace(':', '%3A')}"
-        f"&mac_address={OTHER_MAC.replace(':', '%3A')}"
+        f"&mac_address={OTHER_MAC.replace(':', '%3A')}",
+        "/v2.0/ports?binding%3Ahost_id=cmp-1",
     ]
-    assert cloud.services["volumev3"].requests == [f"/volumes/{VOLUME}"]
-    assert len(cloud.services["placement"].requests) == 3
+    assert cloud.services["volumev3"].requests == [
+        f"/volumes/{VOLUME}",
+        "/attachments?all_tenants=1",
+    ]
+    node = cloud.nova.computes["cmp-1"].node_uuid
+    assert len(cloud.services["placement"].requests) == 4
+    assert cloud.services["placement"].requests[-1] == f"/resource_providers/{node}/allocations"
+    assert document["leftovers"]["counts"] == {
+        "stray-files": 0, "stray-port": 0, "stray-attachment": 0, "stray-allocation": 1
+    }  # fmt: skip
     # Through the one session: the token Keystone issued, nothing else.
     assert set(cloud.tokens_seen) == {http_nova.ISSUED_TOKEN}
 
@@ -140,6 +159,9 @@ def test_cinder_failing_makes_the_volume_danger_unknown_and_the_audit_completes(
     (line,) = err.splitlines()
     assert line.startswith("nova-orphans: warning: danger unknown for 1 findings: Cinder")
     assert reason in line
+    # docs/design.md rule 21: the attachments were not checked, never "none left".
+    assert document["leftovers"]["counts"]["stray-attachment"] is None
+    assert reason in document["leftovers"]["not_checked"]["stray-attachment"]
     assert document["dangers"]["unknown"] == 1 and document["shared_volume"] is False
 
 
@@ -212,3 +234,21 @@ def test_a_404_from_an_endpoint_that_is_not_cinders_is_unknown_not_no_such_volum
     (line,) = err.splitlines()
     assert f"Cinder answered GET /volumes/{VOLUME} with HTTP 404" in line
     assert "is this Cinder's endpoint?" in line
+    assert document["leftovers"]["not_checked"]["stray-attachment"].startswith(
+        "Cinder answered GET /attachments?all_tenants=1 with HTTP 404"
+    )
+
+
+def test_leftovers_one_line_per_kind_and_listed_with_their_commands(tmp_path, cloud, capsys):
+    """docs/design.md §8b: the table says each kind in one line; ``--leftovers`` lists each
+    with the command that removes it (the server here Placement has no allocation of)."""
+    uri = orphan_world(tmp_path, cloud)
+    argv = ["audit", "--config-file", config(tmp_path, cloud), "--libvirt-uri", uri]
+    cli.main(argv)
+    table = capsys.readouterr().out
+    assert "leftovers stray-allocation: 1 (1 servers here with no allocation)" in table
+    assert "leftovers stray-files: 0" in table and "heal_allocations" not in table
+    cli.main([*argv, "--leftovers"])
+    listed = capsys.readouterr().out.splitlines()
+    kept = next(u for u, s in cloud.nova.servers.items() if s.name == "kept")
+    assert f"    nova-manage placement heal_allocations --instance {kept}" in listed

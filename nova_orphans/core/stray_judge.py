@@ -1,0 +1,327 @@
+"""Which of what the host holds are leftovers, judged against Nova's records. Pure.
+
+In-flight work is never a leftover: a server Nova is building, migrating, resizing,
+shelving or evacuating (the guests' protections, ``core/classify.py``), a port not
+bound yet, an attachment attaching or detaching, an allocation held by a migration in
+progress. Only validated UUIDs (and a plain host name) go into a printed command
+(docs/design.md rules 20 and 21).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Collection, Iterable, Mapping
+
+from nova_orphans.core.classify import (
+    BUILDING_VM_STATE,
+    MIGRATION_AWAITING_CONFIRM,
+    MIGRATION_IN_PROGRESS,
+    protection,
+)
+from nova_orphans.core.model import Migration, NovaView, Server, managed_here
+from nova_orphans.core.strays import (
+    GIB,
+    NOVA_RESOURCE_CLASSES,
+    UUID,
+    Allocation,
+    BoundPort,
+    InstanceDir,
+    Leftover,
+    Leftovers,
+    Seen,
+    StrayKind,
+    VolumeAttachment,
+    not_checked,
+)
+
+#: Cinder attachment statuses of an attach or a detach under way.
+ATTACHMENT_IN_FLIGHT = frozenset({"attaching", "detaching"})
+#: A port Neutron has not bound yet (Nova binds it while it builds or migrates a server).
+PORT_BEING_BOUND = frozenset({"unbound"})
+#: Migration statuses during which its allocation and its files are Nova's work.
+MIGRATION_BUSY = MIGRATION_IN_PROGRESS | MIGRATION_AWAITING_CONFIRM
+
+
+def wanted(seen: Seen, view: NovaView, domains: Collection[str]) -> set[str]:
+    """The UUIDs whose Nova record the leftovers need, beyond those ``view`` holds.
+
+    ``view``'s migrations must be those touching the host (an allocation may be held
+    by one). Attachments add none: Cinder lists every attachment of the cloud, so an
+    attachment is judged here only when its server is this host's deleted server or
+    has another trace here (``_tied_here``).
+    """
+    here = view.servers_here
+    consumers = {a.consumer for a in seen.allocations or () if _nova_consumer(a)}
+    found = {d.uuid for d in seen.dirs or () if d.uuid not in domains}
+    found |= {p.device_id for p in seen.ports or () if _server_port(p)}
+    found |= consumers - {m.uuid for m in view.migrations if m.uuid}
+    found -= here.keys()
+    if seen.allocations is not None:
+        # NOTE: a server here without an allocation: its states tell whether Nova is busy.
+        found |= {u for u in here.keys() - consumers if here[u].summary}
+    return {u for u in found if UUID.fullmatch(u)} - view.lookups.keys()
+
+
+def attachment_servers(seen: Seen) -> set[str]:
+    """The servers Cinder's attachments name (candidates for the host's deleted servers)."""
+    return {a.server_id for a in seen.attachments or () if UUID.fullmatch(a.server_id)}
+
+
+def find(
+    seen: Seen,
+    view: NovaView,
+    records: Mapping[str, Server | None],
+    domains: Collection[str],
+    instances_path: str,
+    shared_storage: str | None = None,
+    nova_error: str | None = None,
+) -> Leftovers:
+    """The host's leftovers from what was seen and what Nova says.
+
+    ``records``: Nova's record of each UUID ``wanted`` asked for (None: no record at all);
+    the host's deleted servers among the attachments' servers are in it too.
+    ``shared_storage``: why ``instances_path`` may be shared between hosts (then a
+    directory of a server Nova runs elsewhere is that host's, not a leftover).
+    ``nova_error``: Nova could not be asked for the records: nothing is checked.
+    """
+    if nova_error:
+        return not_checked(f"Nova not asked: {nova_error}")
+    known: dict[str, Server | None] = {**view.lookups, **records}
+    known.update({u: s for u, s in view.servers_here.items() if u not in records})
+    judge = _Judge(view, known, domains)
+    items: list[Leftover] = []
+    skipped = dict(seen.not_read)
+    if seen.dirs is not None:
+        items += _files(seen.dirs, judge, instances_path, shared_storage)
+    if seen.ports is not None:
+        items += _ports(seen.ports, judge)
+    if seen.attachments is not None:
+        items += _attachments(seen.attachments, judge)
+    if seen.allocations is not None and seen.provider:
+        items += _allocations(seen.allocations, seen.provider, judge)
+    elif StrayKind.ALLOCATION not in skipped:
+        skipped[StrayKind.ALLOCATION] = "Placement named no resource provider for this host"
+    for kind, attr in _READ:
+        if getattr(seen, attr) is None and kind not in skipped:
+            skipped[kind] = "not read"
+    return Leftovers(tuple(items), skipped)
+
+
+_READ = (
+    (StrayKind.FILES, "dirs"),
+    (StrayKind.PORT, "ports"),
+    (StrayKind.ATTACHMENT, "attachments"),
+    (StrayKind.ALLOCATION, "allocations"),
+)
+
+
+class _Judge:
+    """Whose a UUID is, and whether Nova is busy with it, from one host's records."""
+
+    def __init__(
+        self, view: NovaView, known: Mapping[str, Server | None], domains: Collection[str]
+    ) -> None:
+        self.view = view
+        self.known = known
+        self.domains = set(domains)
+        self.migrations = {m.uuid: m for m in view.migrations if m.uuid}
+
+    def busy(self, uuid: str) -> str | None:
+        """Why Nova is working on server ``uuid`` now (building, migrating…), or None."""
+        record = self.known.get(uuid)
+        if record is not None and not record.deleted and record.vm_state == BUILDING_VM_STATE:
+            return "vm_state building"
+        why = protection(uuid, record, self.view)
+        return why[1] if why else None
+
+    def gone(self, uuid: str) -> tuple[str, str | None] | None:
+        """(why the server is not Nova's here, where Nova runs it) — None when it is
+        managed here, unknown to this look, or Nova is busy with it."""
+        if uuid not in self.known or self.busy(uuid):
+            return None
+        record = self.known[uuid]
+        if record is None:
+            return "Nova has no record of server " + uuid + " (archived or purged)", None
+        if managed_here(record, self.view.host):
+            return None
+        if record.deleted:
+            when = f" at {record.deleted_at.isoformat()}" if record.deleted_at else ""
+            return f"Nova deleted server {uuid}{when}", None
+        where = f"on {record.host}" if record.host else "on no host"
+        state = f" ({record.vm_state})" if record.vm_state else ""
+        return f"Nova runs server {uuid} {where}{state}", record.host
+
+    def last_here(self, uuid: str) -> bool:
+        """Whether Nova's record places ``uuid`` on this host (or Nova has none at all)."""
+        record = self.known.get(uuid)
+        return record is None or record.host == self.view.host
+
+    def managed(self, uuid: str) -> bool:
+        record = self.known.get(uuid)
+        return record is not None and managed_here(record, self.view.host)
+
+
+def _files(
+    dirs: Iterable[InstanceDir], judge: _Judge, instances_path: str, shared: str | None
+) -> Iterable[Leftover]:
+    for found in dirs:
+        if not UUID.fullmatch(found.uuid) or found.uuid in judge.domains:
+            continue
+        gone = judge.gone(found.uuid)
+        if gone is None or (shared and not judge.last_here(found.uuid)):
+            # NOTE: on shared storage a directory of a server another host ran (live or
+            # deleted there) is that host's to tell.
+            continue
+        path = posixpath.join(posixpath.normpath(instances_path), found.uuid)
+        what = f" ({', '.join(found.files)})" if found.files else " (empty)"
+        yield Leftover(
+            StrayKind.FILES,
+            path,
+            found.uuid,
+            f"{gone[0]}; no domain here holds {path}{what}",
+            f"rm -r -- {shlex.quote(path)}",
+            server_host=gone[1],
+            disk_bytes=found.disk_bytes,
+        )
+
+
+def _server_port(port: BoundPort) -> bool:
+    return port.device_owner.startswith("compute:") and bool(UUID.fullmatch(port.device_id))
+
+
+def _ports(ports: Iterable[BoundPort], judge: _Judge) -> Iterable[Leftover]:
+    for port in ports:
+        if not _server_port(port) or not UUID.fullmatch(port.id):
+            continue
+        if port.vif_type in PORT_BEING_BOUND:
+            continue
+        gone = judge.gone(port.device_id)
+        if gone is None:
+            continue
+        host = _host_name(gone[1])
+        command = (
+            f"openstack port set --host {host} {port.id}"
+            if host
+            else f"openstack port delete {port.id}"
+        )
+        ips = f" ({', '.join(port.fixed_ips)})" if port.fixed_ips else ""
+        yield Leftover(
+            StrayKind.PORT,
+            port.id,
+            port.device_id,
+            f"port {port.id}{ips} is bound to this host; {gone[0]}",
+            command,
+            server_host=gone[1],
+        )
+
+
+def _attachments(attachments: Iterable[VolumeAttachment], judge: _Judge) -> Iterable[Leftover]:
+    for attachment in attachments:
+        server = attachment.server_id
+        if not (UUID.fullmatch(attachment.id) and UUID.fullmatch(server)):
+            continue
+        if attachment.status in ATTACHMENT_IN_FLIGHT or not _tied_here(server, judge):
+            continue
+        if server in judge.domains:
+            # NOTE: the guest still holds the volume: its finding tells its danger.
+            continue
+        gone = judge.gone(server)
+        if gone is None or gone[1] is not None:
+            # NOTE: the summary listing names no connector: an attachment of a server
+            # Nova runs elsewhere is that host's to judge.
+            continue
+        volume = attachment.volume_id if UUID.fullmatch(attachment.volume_id) else None
+        yield Leftover(
+            StrayKind.ATTACHMENT,
+            attachment.id,
+            server,
+            f"attachment {attachment.id} ({attachment.status}) of volume "
+            f"{volume or '?'}; {gone[0]}",
+            f"openstack --os-volume-api-version 3.27 volume attachment delete {attachment.id}",
+            volume=volume,
+        )
+
+
+def _tied_here(server: str, judge: _Judge) -> bool:
+    """Whether this host is where ``server``'s attachment is judged: Nova's deleted row
+    names this host, or the server has a trace here (a directory, port, allocation)."""
+    return server in judge.known and judge.last_here(server)
+
+
+def _allocations(
+    allocations: Iterable[Allocation], provider: str, judge: _Judge
+) -> Iterable[Leftover]:
+    allocations = list(allocations)
+    holders = {a.consumer for a in allocations}
+    for allocation in allocations:
+        if not _nova_consumer(allocation):
+            continue
+        consumer = allocation.consumer
+        migration = judge.migrations.get(consumer)
+        if migration is not None:
+            if migration.status in MIGRATION_BUSY:
+                continue
+            why = (
+                f"held by migration {consumer} of server {migration.instance_uuid} "
+                f"({migration.source_compute} -> {migration.dest_compute}, {migration.status})"
+            )
+            server, host = migration.instance_uuid, None
+        else:
+            gone = judge.gone(consumer)
+            if gone is None:
+                continue
+            why, server, host = gone[0], consumer, gone[1]
+        yield Leftover(
+            StrayKind.ALLOCATION,
+            consumer,
+            server if UUID.fullmatch(server) else None,
+            f"allocation on provider {provider}: {why}",
+            "openstack --os-placement-api-version 1.12 resource provider allocation unset "
+            f"--provider {provider} {consumer}",
+            server_host=host,
+            vcpus=_vcpus(allocation),
+            memory_mb=allocation.resources.get("MEMORY_MB"),
+            disk_bytes=allocation.resources["DISK_GB"] * GIB
+            if "DISK_GB" in allocation.resources
+            else None,
+            migration=consumer if migration is not None else None,
+        )
+    for uuid in sorted(judge.view.servers_here.keys() - holders):
+        if not UUID.fullmatch(uuid) or not judge.managed(uuid) or judge.busy(uuid):
+            continue
+        if _moving(judge.view.migrations_of(uuid)):
+            continue
+        yield Leftover(
+            StrayKind.ALLOCATION,
+            uuid,
+            uuid,
+            f"server {uuid} runs here with no allocation on provider {provider}: "
+            "Placement does not count what it uses",
+            f"nova-manage placement heal_allocations --instance {uuid}",
+            missing=True,
+        )
+
+
+def _moving(migrations: Iterable[Migration]) -> bool:
+    return any(m.status in MIGRATION_BUSY for m in migrations)
+
+
+def _nova_consumer(allocation: Allocation) -> bool:
+    return bool(UUID.fullmatch(allocation.consumer)) and bool(
+        NOVA_RESOURCE_CLASSES & allocation.resources.keys()
+    )
+
+
+def _vcpus(allocation: Allocation) -> int | None:
+    found = [allocation.resources[rc] for rc in ("VCPU", "PCPU") if rc in allocation.resources]
+    return sum(found) if found else None
+
+
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})", re.ASCII)
+
+
+def _host_name(host: str | None) -> str | None:
+    """``host`` when it is safe in a command line (a plain host name), else None."""
+    return host if host and _HOST.fullmatch(host) and ".." not in host else None

@@ -1,0 +1,158 @@
+"""What lost servers leave on and around the host besides a guest: the records. Pure.
+
+A local delete, an evacuation whose source came back, a failed build or a failed
+migration clean-up leave an instance directory under ``instances_path``, a Neutron
+port bound to the host, a Cinder attachment, or a Placement allocation against the
+host's provider. Each is told with the server it belongs to, what it costs and the
+command an operator would run to remove it; the tool removes nothing (docs/design.md
+rule 21). ``core/stray_judge.py`` judges them against Nova's records; a check that could
+not be made is "not checked", never "nothing left" (docs/design.md §8b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Mapping
+
+#: A canonical (lower-case) UUID: the only text from a service or a file name that ever
+#: goes into a printed command (docs/design.md rule 20).
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
+#: Resource classes Nova allocates for a server (nova-manage placement audit's NOVA_RCS).
+NOVA_RESOURCE_CLASSES = frozenset(
+    {
+        "VCPU",
+        "PCPU",
+        "MEMORY_MB",
+        "DISK_GB",
+        "VGPU",
+        "NET_BW_EGR_KILOBIT_PER_SEC",
+        "NET_BW_IGR_KILOBIT_PER_SEC",
+        "MEM_ENCRYPTION_CONTEXT",
+    }
+)
+GIB = 1024**3
+MIB = 1024**2
+
+
+class StrayKind(str, enum.Enum):
+    """Kinds of leftover, in the order they are told."""
+
+    FILES = "stray-files"
+    PORT = "stray-port"
+    ATTACHMENT = "stray-attachment"
+    ALLOCATION = "stray-allocation"
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceDir:
+    """``<instances_path>/<uuid>``: a directory read without following any link."""
+
+    uuid: str
+    path: str
+    #: Bytes its files take on disk (``st_blocks``), None when not measured.
+    disk_bytes: int | None
+    #: Its entries' names (at most a few, for the operator).
+    files: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundPort:
+    """A Neutron port whose ``binding:host_id`` is this host."""
+
+    id: str
+    device_id: str
+    device_owner: str
+    vif_type: str = ""
+    mac: str = ""
+    fixed_ips: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class VolumeAttachment:
+    """One of Cinder's attachments (its summary view: no connection data)."""
+
+    id: str
+    volume_id: str
+    server_id: str
+    status: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """What one consumer holds of the host's resource provider, by resource class."""
+
+    consumer: str
+    resources: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """What the observers read for the leftovers; each ``None`` means not read, and why
+    is in ``not_read`` (by kind)."""
+
+    dirs: tuple[InstanceDir, ...] | None = None
+    ports: tuple[BoundPort, ...] | None = None
+    attachments: tuple[VolumeAttachment, ...] | None = None
+    allocations: tuple[Allocation, ...] | None = None
+    #: The resource provider the allocations are of.
+    provider: str | None = None
+    not_read: Mapping[StrayKind, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftover:
+    """One leftover, with its owner, cost and the command that removes it."""
+
+    kind: StrayKind
+    #: The directory's path, the port's, attachment's or consumer's id.
+    subject: str
+    #: The server it belongs to, when known, and where Nova places that server now.
+    server: str | None
+    reason: str
+    #: The command an operator runs to remove it (the tool runs nothing).
+    command: str
+    server_host: str | None = None
+    disk_bytes: int | None = None
+    vcpus: int | None = None
+    memory_mb: int | None = None
+    #: The volume an attachment holds, the migration an allocation is held by.
+    volume: str | None = None
+    migration: str | None = None
+    #: True for a server here whose allocation is missing (Placement under-counts).
+    missing: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftovers:
+    """Every leftover of one host, and the kinds that could not be checked (and why)."""
+
+    items: tuple[Leftover, ...] = ()
+    not_checked: Mapping[StrayKind, str] = dataclasses.field(default_factory=dict)
+
+    def of(self, kind: StrayKind) -> tuple[Leftover, ...]:
+        """The leftovers of ``kind``."""
+        return tuple(i for i in self.items if i.kind is kind)
+
+    def count(self, kind: StrayKind) -> int | None:
+        """How many leftovers of ``kind``; None when that kind was not checked."""
+        return None if kind in self.not_checked else len(self.of(kind))
+
+
+#: Leftovers when no service was asked at all (no keystoneauth session).
+NOT_ASKED = "Placement, Cinder and Neutron were not asked"
+
+
+def not_checked(reason: str) -> Leftovers:
+    """Every kind not checked, for ``reason``."""
+    return Leftovers((), {kind: reason for kind in StrayKind})
+
+
+def totals(leftovers: Leftovers) -> dict[str, int]:
+    """What the leftovers cost, summed: disk bytes, vCPUs and memory of the allocations."""
+    return {
+        "disk_bytes": sum(i.disk_bytes or 0 for i in leftovers.items),
+        "vcpus": sum(i.vcpus or 0 for i in leftovers.items),
+        "memory_mb": sum(i.memory_mb or 0 for i in leftovers.items),
+    }
