@@ -23,6 +23,7 @@ from oslo_config import cfg
 from nova_orphans import config, exits
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.core.hostname import BadURITemplate, check_uri_template
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
 from nova_orphans.fleet import reports
@@ -100,8 +101,11 @@ def write_metrics(result: FleetReport, path: str) -> None:
 def settings_from(conf: cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
     """Command-line values win over ``[fleet]``; raises ``ConfigError`` on a bad template."""
     template = args.uri_template or conf.fleet.uri_template
-    if "{host}" not in template:
-        raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
+    if args.uri_template is None:
+        try:
+            check_uri_template(template)
+        except BadURITemplate as exc:
+            raise config.ConfigError(f"[fleet] uri_template = {exc}") from None
     config.check_libvirt_uri(uri_for(template, "host"))
     # NOTE: host_settings resolves the local host's settings; of those only the
     # deny list and instances_path apply to every host of the fleet.
