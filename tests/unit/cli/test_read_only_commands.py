@@ -77,12 +77,8 @@ def test_audit_reads_the_holds_from_read_only_media(read_only_state):
     assert set(audit.read_holds(str(read_only_state / "journal.sqlite"))) == {HELD}
 
 
-@pytest.mark.parametrize(
-    "argv", [["history"], ["quarantine", "list"], ["history", "--uuid", HELD]]
-)
-def test_the_journal_commands_change_no_file_of_the_state_directory(
-    tmp_path, state, capsys, argv
-):
+@pytest.mark.parametrize("argv", [["history"], ["quarantine", "list"], ["history", "--uuid", HELD]])
+def test_the_journal_commands_change_no_file_of_the_state_directory(tmp_path, state, capsys, argv):
     conf = write_conf(tmp_path, state)
     before = tree(state)
     assert cli.main([*argv, "--config-file", conf]) == exits.OK

@@ -159,5 +159,5 @@ def test_a_file_that_is_no_journal_is_one_journal_error(tmp_path):
     path = tmp_path / "journal.sqlite"
     path.write_text("not sqlite at all, but long enough to be read as a header " * 4)
     for read_only in (True, False):
-        with pytest.raises(JournalError, match="journal.sqlite"):
+        with pytest.raises(JournalError, match=r"journal\.sqlite"):
             Journal(str(path), read_only=read_only)
