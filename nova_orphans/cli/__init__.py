@@ -1,7 +1,8 @@
 """The ``nova-orphans`` command line.
 
-Exit codes: 0 nothing found, 3 orphans found, 4 the agent acted, 1 libvirt or
-Nova failed, 2 usage or configuration error. Errors are one line on stderr.
+Exit codes: 0 nothing found, 3 orphans found, 4 the agent acted, 5 a shared volume in
+danger, 1 libvirt or Nova failed, 2 usage or configuration error, 130 interrupted.
+Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args.handler)(args)
     except common.UsageError as exc:
         return common.fail(exits.USAGE, f"usage error: {exc}")
+    except KeyboardInterrupt:
+        # NOTE: Ctrl-C: one line, the shell's 130, no traceback (oslo.log's excepthook
+        # would log one). A step under way was journaled as an intent first: the agent's
+        # next start reconciles it (docs/design.md).
+        return common.fail(exits.INTERRUPTED, "interrupted")
     except Exception as exc:
         # NOTE: the libraries' exception classes are imported only when one was raised:
         # a sub-command that needs neither Nova nor oslo.config does not load them.

@@ -23,12 +23,17 @@ LOG = logging.getLogger(__name__)
 def load_conf(args: argparse.Namespace, agent: bool = False) -> cfg.ConfigOpts:
     """Load the config files named on the command line (or the default one if it exists),
     then set up logging from it (``agent``: the agent's, whose work is logging)."""
+    conf = config.load(*config_sources(args))
+    setup_logging(conf, args, agent)
+    return conf
+
+
+def config_sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The config files and directories the command line names (the default file if none)."""
     files = args.config_files or (
         [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
     )
-    conf = config.load(files, getattr(args, "config_dirs", None) or ())
-    setup_logging(conf, args, agent)
-    return conf
+    return files, getattr(args, "config_dirs", None) or []
 
 
 def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = False) -> None:
