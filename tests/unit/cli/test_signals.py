@@ -131,6 +131,7 @@ def test_sigint_stops_the_agent_with_a_stop_line_and_exit_130(agent):
     process, _ = agent
     process.proc.send_signal(signal.SIGINT)
     code, out = process.finish()
+    assert out == ""
     assert code == exits.INTERRUPTED
     assert "nova-orphans stopped on SIGINT, exit 130" in process.lines[-1]
     assert not any("Traceback" in line for line in process.lines)
