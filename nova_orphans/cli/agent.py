@@ -25,7 +25,7 @@ from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.exceptions import one_line
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
-from nova_orphans.record.journal import Journal, refuse_if_held
+from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 from nova_orphans.render import host as render_host
@@ -43,6 +43,8 @@ def run_agent(args: argparse.Namespace) -> int:
     if not _dry_run(conf, args):
         LiveLock.refuse_if_held(conf.agent.live_lock_file)
     refuse_if_held(_journal_path(conf, args))
+    # NOTE: before the live lock is taken: a journal this version cannot use changes nothing.
+    refuse_unknown_schema(_journal_path(conf, args))
     metrics = Metrics()
     # NOTE: the port is bound first: one in use is a config error before anything is created.
     # A dry run asked for on the command line (an operator's check, maybe beside the live

@@ -86,6 +86,33 @@ def refuse_if_held(journal_path: str) -> None:
         raise _locked(journal_path, holder)
 
 
+def refuse_unknown_schema(journal_path: str) -> None:
+    """Raise ``JournalError`` when the journal at ``journal_path`` has a schema version this
+    nova-orphans does not know; reads it without writing or creating anything (no journal:
+    nothing to refuse)."""
+    if not os.path.isfile(journal_path):
+        return
+    uri = f"{pathlib.Path(os.path.abspath(journal_path)).as_uri()}?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise JournalError(f"cannot open journal {journal_path}: {exc}") from exc
+    if not 0 <= version <= SCHEMA_VERSION:
+        raise _unknown_schema(journal_path, version)
+
+
+def _unknown_schema(journal_path: str, version: int) -> JournalError:
+    return JournalError(
+        f"journal {journal_path} has schema version {version}; this nova-orphans "
+        f"reads versions 0 to {SCHEMA_VERSION}: run the nova-orphans that wrote it "
+        "(or a newer one); nothing was changed"
+    )
+
+
 def _locked(journal_path: str, holder: str) -> JournalLocked:
     return JournalLocked(
         f"another 'nova-orphans run' holds the journal {journal_path}: {holder}; "
@@ -108,6 +135,8 @@ class Journal(HoldsTable):
             self._db = self._open_read_only(path)
             return
         try:
+            # NOTE: before the lock file or anything else is created.
+            refuse_unknown_schema(path)
             pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if exclusive:
                 self._lock = lock.acquire(lock_path(path), f", journal {path}")
@@ -134,11 +163,7 @@ class Journal(HoldsTable):
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
         if not 0 <= version <= SCHEMA_VERSION:
             self._db.close()
-            raise JournalError(
-                f"journal {self.path} has schema version {version}; this nova-orphans "
-                f"reads versions 0 to {SCHEMA_VERSION}: run the nova-orphans that wrote it "
-                "(or a newer one); nothing was changed"
-            )
+            raise _unknown_schema(self.path, version)
         return version
 
     def _upgrade(self, version: int) -> None:
