@@ -22,10 +22,16 @@ Handler = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
-    parser = commands.Parser(prog="nova-orphans", description=__doc__.splitlines()[0])
+    parser = commands.Parser(
+        prog="nova-orphans",
+        description="Find libvirt guests Nova no longer manages on a compute host, tell what "
+        "kind each is, and act on them only as configured.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {tool_version()}")
     commands.register(
-        parser.add_subparsers(dest="command", required=True, parser_class=commands.Parser)
+        parser.add_subparsers(
+            dest="command", required=True, parser_class=commands.Parser, help="the sub-command"
+        )
     )
     return parser
 

@@ -189,7 +189,7 @@ def register_journal(commands: Any) -> None:
 
     quarantine_cmd = commands.add_parser("quarantine", help="reaped guests kept for restore")
     sub = quarantine_cmd.add_subparsers(
-        dest="quarantine_command", required=True, parser_class=Parser
+        dest="quarantine_command", required=True, parser_class=Parser, help="what to do"
     )
     listing = sub.add_parser("list", help="list quarantined guests")
     add_config(listing)
@@ -238,7 +238,9 @@ def register_journal(commands: Any) -> None:
 def register_fleet(commands: Any) -> None:
     """``fleet audit``: many compute hosts at once."""
     fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
-    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
+    verbs = fleet.add_subparsers(
+        dest="fleet_command", required=True, parser_class=type(fleet), help="what to do"
+    )
     audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
     add_config(audit)
     audit.add_argument(
