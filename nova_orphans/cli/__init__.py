@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -50,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args.handler)(args)
     except common.UsageError as exc:
         return common.fail(exits.USAGE, f"usage error: {exc}")
+    except BrokenPipeError:
+        # NOTE: the reader of standard output went away (``| head``): nothing more to say.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return exits.ERROR
     except KeyboardInterrupt:
         # NOTE: Ctrl-C: one line, the shell's 130, no traceback (oslo.log's excepthook
         # would log one). A step under way was journaled as an intent first: the agent's

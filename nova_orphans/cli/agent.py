@@ -60,6 +60,9 @@ def run_agent(args: argparse.Namespace) -> int:
         with signals.handled():
             code = _run(agent, conf, args, signals, metrics_out, report_out)
         return code
+    except KeyboardInterrupt:
+        code = exits.INTERRUPTED
+        raise
     finally:
         agent.close()
         LOG.info("%s", stop_line(code, signals.received))
@@ -88,7 +91,8 @@ class Signals:
 
     NOTE: as oslo.service does: SIGTERM (systemd's stop) lets the step under way finish
     (the actuator checks between steps) and ends the cycle; SIGINT (Ctrl-C) likewise, and
-    exits 130; SIGHUP reloads the mutable options (logging) and never stops the agent.
+    exits 130, and a second one abandons the cycle at once; SIGHUP reloads the mutable
+    options (logging) and never stops the agent.
     """
 
     def __init__(self) -> None:
@@ -99,9 +103,18 @@ class Signals:
         self.received: signal.Signals | None = None
 
     def _stop(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and self.received is signal.SIGINT:
+            # NOTE: Ctrl-C twice: abandon the step under way now; its intent is journaled,
+            # and the next start reconciles it (docs/design.md).
+            raise KeyboardInterrupt
         self.received = signal.Signals(signum)
         self.stop.set()
         self.wake.set()
+        LOG.info(
+            "%s: stopping after the step under way%s",
+            self.received.name,
+            " (Ctrl-C again to abandon it now)" if signum == signal.SIGINT else "",
+        )
 
     def _reload(self, _signum: int, _frame: object) -> None:
         self.reload.set()

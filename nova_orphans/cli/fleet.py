@@ -193,9 +193,9 @@ def progress_text(progress: Progress) -> str:
 def _columns(stream: TextIO) -> int:
     """The terminal's width; ``table.WIDTH`` when it does not say (0 columns, or no size)."""
     try:
-        return os.get_terminal_size(stream.fileno()).columns or table.WIDTH
+        return os.get_terminal_size(stream.fileno()).columns or table.width()
     except (OSError, ValueError):
-        return table.WIDTH
+        return table.width()
 
 
 def exit_code(result: FleetReport) -> int:
