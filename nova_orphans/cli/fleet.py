@@ -68,6 +68,8 @@ def handle_audit(args: argparse.Namespace) -> int:
     textfile = args.metrics_textfile
     if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
         raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
+    if textfile is not None:
+        config.writable_file(textfile, f"--metrics-textfile {textfile}")
     transport = transport_from_conf(conf)
     with progress_line(sys.stderr) as progress:
         result = run_audit(settings, transport, common.now(), progress=progress)

@@ -192,6 +192,10 @@ def writable_file(path: str, what: str) -> None:
         raise ConfigError(f"{what}: directory {directory} is not writable")
     if os.path.isdir(path):
         raise ConfigError(f"{what} is a directory")
+    # NOTE: a FIFO would block the writer for good, a device take what it is given.
+    kind = _file_kind(os.stat(path).st_mode) if os.path.lexists(path) else None
+    if kind:
+        raise ConfigError(f"{what} is {kind}, not a file")
 
 
 #: The largest config file read (bytes): a config is a few kilobytes; anything bigger is

@@ -88,8 +88,10 @@ def refuse_if_held(journal_path: str) -> None:
 
 def refuse_unknown_schema(journal_path: str) -> None:
     """Raise ``JournalError`` when the journal at ``journal_path`` has a schema version this
-    nova-orphans does not know; reads it without writing or creating anything (no journal:
-    nothing to refuse)."""
+    nova-orphans does not know, or is no regular file (a FIFO would hang sqlite); reads it
+    without writing or creating anything (no journal: nothing to refuse)."""
+    if os.path.exists(journal_path) and not os.path.isfile(journal_path):
+        raise JournalError(f"journal {journal_path} is not a regular file")
     if not os.path.isfile(journal_path):
         return
     uri = f"{pathlib.Path(os.path.abspath(journal_path)).as_uri()}?mode=ro&immutable=1"
