@@ -103,7 +103,8 @@ def _parse(conf: cfg.ConfigOpts, config_files: Sequence[str], config_dirs: Seque
                 raise strict.ConfigError(
                     f"{files.where(DEFAULT_GROUP, opt)} is not valid: {one_line(exc)}"
                 ) from None
-        raise strict.ConfigError(one_line(caught.getvalue()) or "the config files") from None
+        said = one_line(caught.getvalue()) or "no reason given"
+        raise strict.ConfigError(f"oslo.config refused the config files: {said}") from None
 
 
 #: The longest ``[nova] timeout`` (seconds): keystoneauth's option has no maximum, and a

@@ -8,8 +8,8 @@ import datetime
 
 #: The journal's schema version (``PRAGMA user_version``). 0: a journal written before
 #: versions were recorded (the same tables as version 1), or a new empty file. The upgrade
-#: path is ``Journal``'s: a writer upgrades an older journal in place (``UPGRADES``); a
-#: reader reads versions 0 and 1 as they are; any other version is refused.
+#: path is ``Journal._upgrade``: a writer upgrades an older journal in place; a reader reads
+#: versions 0 and 1 as they are; any other version is refused.
 SCHEMA_VERSION = 1
 
 #: Each table of the journal, by name: how it is created.
