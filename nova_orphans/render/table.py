@@ -110,10 +110,11 @@ def render(
 
 
 def _notes(cells: list[str], room: int) -> dict[str, int]:
-    """The last cells too long for ``room`` that more than one row shares, numbered."""
+    """The long last cells (too long for ``room`` and for ``MIN_WIDTH``) that more than one
+    row shares, numbered; a short one is wrapped in place."""
     counts: dict[str, int] = {}
     for cell in cells:
-        if len(cell) > room:
+        if len(cell) > max(room, MIN_WIDTH):
             counts[cell] = counts.get(cell, 0) + 1
     shared = [cell for cell in dict.fromkeys(cells) if counts.get(cell, 0) > 1]
     return {cell: number for number, cell in enumerate(shared, 1)}
