@@ -13,3 +13,18 @@ ACTED = 4
 #: A finding's guest holds a Cinder volume another server is attached to, or that Cinder
 #: offers as available (danger shared-volume): worse than any other finding.
 SHARED_VOLUME = 5
+#: Interrupted by the operator (Ctrl-C, SIGINT): 128 + the signal's number, as a shell says.
+INTERRUPTED = 130
+
+
+def meanings() -> dict[int, str]:
+    """What each code means, in the words every sub-command's ``--help`` ends with."""
+    return {
+        OK: "nothing found (or the command did what was asked)",
+        ERROR: "libvirt, Nova or another service failed, or a host was unreachable",
+        USAGE: "usage or configuration error (one line names the file, option or argument)",
+        FOUND: "orphans found",
+        ACTED: "run --once: the agent stopped or reaped something",
+        SHARED_VOLUME: "a guest holds a Cinder volume another server uses (danger shared-volume)",
+        INTERRUPTED: "interrupted (Ctrl-C)",
+    }

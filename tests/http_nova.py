@@ -20,27 +20,36 @@ from nova_orphans.fakes.nova import SimulatedNova
 ISSUED_TOKEN = "gAAAAissued-token-0123456789"
 
 
-def _entry(service_type: str, url: str) -> dict[str, Any]:
+def _entry(
+    service_type: str, url: str, regions_before: tuple[tuple[str, str], ...] = ()
+) -> dict[str, Any]:
+    path = url.split("/", 3)[3] if url.count("/") >= 3 else ""
     return {
         "type": service_type,
         "name": service_type,
         "id": f"c-{service_type}",
         "endpoints": [
             {
-                "id": f"e-{service_type}-{i}",
+                "id": f"e-{service_type}-{region}-{i}",
                 "interface": i,
-                "region": "RegionOne",
-                "region_id": "RegionOne",
-                "url": url,
+                "region": region,
+                "region_id": region,
+                "url": f"{base}/{path}" if base else url,
             }
+            for region, base in (*regions_before, ("RegionOne", ""))
             for i in ("public", "internal", "admin")
         ],
     }
 
 
-def token_body(nova_url: str, others: dict[str, str] | None = None) -> dict[str, Any]:
+def token_body(
+    nova_url: str,
+    others: dict[str, str] | None = None,
+    regions_before: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
     """A Keystone v3 token whose catalog names ``nova_url`` as the compute endpoint
-    (and ``others``: more services, catalog type to URL)."""
+    (and ``others``: more services, catalog type to URL) in RegionOne, after the regions
+    ``regions_before`` ((name, base URL): every service under that base)."""
     domain = {"id": "default", "name": "Default"}
     return {
         "token": {
@@ -51,8 +60,8 @@ def token_body(nova_url: str, others: dict[str, str] | None = None) -> dict[str,
             "project": {"id": "p1", "name": "service", "domain": domain},
             "roles": [{"id": "r1", "name": "reader"}],
             "catalog": [
-                _entry("compute", nova_url),
-                *(_entry(t, url) for t, url in (others or {}).items()),
+                _entry("compute", nova_url, regions_before),
+                *(_entry(t, url, regions_before) for t, url in (others or {}).items()),
             ],
         }
     }
@@ -77,6 +86,10 @@ class Cloud:
         self.tokens_seen: list[str] = []
         self.url = ""
         self.auth_url = ""
+        #: Regions the catalog lists before RegionOne: (name, base URL of every service).
+        self.regions_before: tuple[tuple[str, str], ...] = ()
+        #: Every path a GET asked, in order.
+        self.paths_seen: list[str] = []
 
 
 def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
@@ -110,7 +123,8 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
             if user.get("password") != cloud.password:
                 return self._send(401, {"error": {"code": 401, "title": "Unauthorized"}})
             others = {t: f"{cloud.base}/{t}" for t in sorted(cloud.in_catalog)}
-            self._send(201, token_body(cloud.url, others), {"X-Subject-Token": ISSUED_TOKEN})
+            body = token_body(cloud.url, others, cloud.regions_before)
+            self._send(201, body, {"X-Subject-Token": ISSUED_TOKEN})
 
         def do_GET(self) -> None:
             if self.path.startswith("/identity"):
@@ -128,6 +142,7 @@ def _handler(cloud: Cloud) -> type[http.server.BaseHTTPRequestHandler]:
                 )
             token = self.headers.get("X-Auth-Token", "")
             cloud.tokens_seen.append(token)
+            cloud.paths_seen.append(self.path)
             kind, _, rest = self.path[1:].partition("/")
             if kind in cloud.services:
                 if token not in cloud.accepted:

@@ -1,13 +1,15 @@
 """The ``nova-orphans`` command line.
 
-Exit codes: 0 nothing found, 3 orphans found, 4 the agent acted, 1 libvirt or
-Nova failed, 2 usage or configuration error. Errors are one line on stderr.
+Exit codes: 0 nothing found, 3 orphans found, 4 the agent acted, 5 a shared volume in
+danger, 1 libvirt or Nova failed, 2 usage or configuration error, 130 interrupted.
+Errors are one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -21,10 +23,16 @@ Handler = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every sub-command."""
-    parser = commands.Parser(prog="nova-orphans", description=__doc__.splitlines()[0])
+    parser = commands.Parser(
+        prog="nova-orphans",
+        description="Find libvirt guests Nova no longer manages on a compute host, tell what "
+        "kind each is, and act on them only as configured.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {tool_version()}")
     commands.register(
-        parser.add_subparsers(dest="command", required=True, parser_class=commands.Parser)
+        parser.add_subparsers(
+            dest="command", required=True, parser_class=commands.Parser, help="the sub-command"
+        )
     )
     return parser
 
@@ -43,6 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args.handler)(args)
     except common.UsageError as exc:
         return common.fail(exits.USAGE, f"usage error: {exc}")
+    except BrokenPipeError:
+        # NOTE: the reader of standard output went away (``| head``): nothing more to say.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return exits.ERROR
+    except KeyboardInterrupt:
+        # NOTE: Ctrl-C: one line, the shell's 130, no traceback (oslo.log's excepthook
+        # would log one). A step under way was journaled as an intent first: the agent's
+        # next start reconciles it (docs/design.md).
+        return common.fail(exits.INTERRUPTED, "interrupted")
     except Exception as exc:
         # NOTE: the libraries' exception classes are imported only when one was raised:
         # a sub-command that needs neither Nova nor oslo.config does not load them.

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 from oslo_config import cfg
 
@@ -20,12 +22,14 @@ from nova_orphans.act.quarantine.paths import write_durably
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
+from nova_orphans.exceptions import one_line
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
-from nova_orphans.record.journal import Journal, refuse_if_held
+from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 from nova_orphans.render import host as render_host
+from nova_orphans.version import tool_version
 
 LOG = logging.getLogger(__name__)
 
@@ -39,6 +43,8 @@ def run_agent(args: argparse.Namespace) -> int:
     if not _dry_run(conf, args):
         LiveLock.refuse_if_held(conf.agent.live_lock_file)
     refuse_if_held(_journal_path(conf, args))
+    # NOTE: before the live lock is taken: a journal this version cannot use changes nothing.
+    refuse_unknown_schema(_journal_path(conf, args))
     metrics = Metrics()
     metrics.set_config(conf.agent.interval, conf.agent.grace_period)
     # NOTE: the port is bound first: one in use is a config error before anything is created.
@@ -48,34 +54,139 @@ def run_agent(args: argparse.Namespace) -> int:
     # NOTE: likewise the report file is the configured agent's view, not a dry run's.
     report_out = _report_writer(None if args.dry_run else conf.agent.report_file)
     agent = build_agent(conf, args, metrics)
+    LOG.info("%s", start_line(conf, agent, args.once))
+    signals = Signals()
+    code = exits.ERROR
     try:
-        return _run(agent, conf, args.once, metrics_out, report_out)
+        with signals.handled():
+            code = _run(agent, conf, args, signals, metrics_out, report_out)
+        return code
+    except KeyboardInterrupt:
+        code = exits.INTERRUPTED
+        raise
     finally:
         agent.close()
+        LOG.info("%s", stop_line(code, signals.received))
+
+
+def start_line(conf: cfg.ConfigOpts, agent: agent_loop.Agent, once: bool) -> str:
+    """What the agent starts as: version, config files read, host, and the actions in force."""
+    actions = ", ".join(f"{k.value}={a.value}" for k, a in sorted(
+        agent.policy.actions.items(), key=lambda item: item[0].value)) or "log only"  # fmt: skip
+    mode = "one cycle" if once else f"every {conf.agent.interval} s"
+    return (
+        f"nova-orphans {tool_version()} starting ({mode}{', dry run' if agent.dry_run else ''}): "
+        f"config files {', '.join(config.files_read(conf)) or 'none'}; host {agent.host}; "
+        f"actions {actions}"
+    )
+
+
+def stop_line(code: int, received: signal.Signals | None) -> str:
+    """Why and how the agent stopped."""
+    why = f"on {received.name}" if received is not None else "after its cycle"
+    return f"nova-orphans stopped {why}, exit {code}"
+
+
+class Signals:
+    """SIGTERM and SIGINT stop the agent between two steps; SIGHUP reloads its config.
+
+    NOTE: as oslo.service does: SIGTERM (systemd's stop) lets the step under way finish
+    (the actuator checks between steps) and ends the cycle; SIGINT (Ctrl-C) likewise, and
+    exits 130, and a second one abandons the cycle at once; SIGHUP reloads the mutable
+    options (logging) and never stops the agent.
+    """
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        #: Set by any signal: the wait between two cycles ends at once.
+        self.wake = threading.Event()
+        self.reload = threading.Event()
+        self.received: signal.Signals | None = None
+
+    def _stop(self, signum: int, _frame: object) -> None:
+        if signum == signal.SIGINT and self.received is signal.SIGINT:
+            # NOTE: Ctrl-C twice: abandon the step under way now; its intent is journaled,
+            # and the next start reconciles it (docs/design.md).
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum)
+        self.stop.set()
+        self.wake.set()
+        LOG.info(
+            "%s: stopping after the step under way%s",
+            self.received.name,
+            " (Ctrl-C again to abandon it now)" if signum == signal.SIGINT else "",
+        )
+
+    def _reload(self, _signum: int, _frame: object) -> None:
+        self.reload.set()
+        self.wake.set()
+
+    @contextlib.contextmanager
+    def handled(self) -> Iterator[None]:
+        """Install the handlers for the ``with`` block; the previous ones after it."""
+        previous = {
+            signal.SIGTERM: signal.signal(signal.SIGTERM, self._stop),
+            signal.SIGINT: signal.signal(signal.SIGINT, self._stop),
+            signal.SIGHUP: signal.signal(signal.SIGHUP, self._reload),
+        }
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def exit_code(self, code: int) -> int:
+        """``code``, or 130 when SIGINT stopped the agent (as a shell reports Ctrl-C)."""
+        return exits.INTERRUPTED if self.received is signal.SIGINT else code
 
 
 def _run(
     agent: agent_loop.Agent,
     conf: cfg.ConfigOpts,
-    once: bool,
+    args: argparse.Namespace,
+    signals: Signals,
     metrics_out: Callable[[], None],
     report_out: Callable[[agent_loop.CycleResult], None],
 ) -> int:
     agent.reconcile()
-    if once:
-        result = agent.cycle()
+    if args.once:
+        result = agent.cycle(should_stop=signals.stop.is_set)
         metrics_out()
         report_out(result)
-        return result.exit_code
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        # NOTE: the current step finishes; the actuator checks between steps.
-        signal.signal(signum, lambda *_: stop.set())
-    while not stop.is_set():
-        report_out(agent.cycle(should_stop=stop.is_set))
+        return signals.exit_code(result.exit_code)
+    while not signals.stop.is_set():
+        report_out(agent.cycle(should_stop=signals.stop.is_set))
         metrics_out()
-        stop.wait(agent_loop.next_wait(conf.agent.interval, conf.agent.jitter))
-    return exits.OK
+        deadline = time.monotonic() + agent_loop.next_wait(conf.agent.interval, conf.agent.jitter)
+        while not signals.stop.is_set() and signals.wake.wait(deadline - time.monotonic()):
+            signals.wake.clear()
+            if signals.reload.is_set():
+                signals.reload.clear()
+                reload_config(conf, args)
+    return signals.exit_code(exits.OK)
+
+
+def reload_config(conf: cfg.ConfigOpts, args: argparse.Namespace) -> None:
+    """SIGHUP: check the config files as strictly as at start, then reload the mutable
+    options (``debug``, ``default_log_levels``...); log what changed and what needs a restart.
+
+    NOTE: an edited file that no longer loads keeps the agent on the settings it runs
+    with (one error line), never stops it; no option that decides what the agent does
+    changes under a running agent (oslo.config logs each such change as ignored).
+    """
+    files, dirs = configure.config_sources(args)
+    try:
+        config.load(files, dirs)
+        changed = conf.mutate_config_files()
+    except Exception as exc:  # NOTE: a reload never stops the agent
+        failure = one_line(exc)
+    else:
+        failure = ""
+    if failure:  # NOTE: logged outside the handler: oslo.log would append the exception
+        LOG.error("SIGHUP: config not reloaded, the agent keeps its settings: %s", failure)
+        return
+    names = ", ".join(f"[{g or 'DEFAULT'}] {o}" for g, o in changed) or "no mutable option"
+    LOG.info("SIGHUP: config files reloaded (%s): changed %s", ", ".join(files) or "none", names)
 
 
 def _report_writer(path: str | None) -> Callable[[agent_loop.CycleResult], None]:

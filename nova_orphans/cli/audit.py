@@ -39,7 +39,7 @@ def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
         return None
     clients = {
         name: KeystoneClient(
-            sibling(transport.adapter, catalog, conf[config.SERVICES_GROUP][option]), name
+            sibling(transport.adapter, catalog, conf[config.SERVICES_GROUP][option]), name, option
         )
         for option, name, catalog in config.SERVICE_ENDPOINTS
     }

@@ -18,6 +18,7 @@ import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from nova_orphans import exits
 from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, UsageError
 
 #: The handler modules, each imported only when one of its sub-commands runs.
@@ -28,12 +29,44 @@ FLEET = "nova_orphans.cli.fleet"
 FILES = "nova_orphans.cli.files"
 
 
+#: How every ``--help`` ends: the exit codes (``exits.meanings``).
+HELP_EPILOG = "exit codes:\n" + "\n".join(
+    f"  {code:<4} {meaning}" for code, meaning in exits.meanings().items()
+)
+
+#: The longest ``--limit``: more events than a terminal or a script reads at once.
+MAX_LIMIT = 1_000_000
+#: The most hosts ``fleet audit`` scans at once (as ``[fleet] concurrency``).
+MAX_CONCURRENCY = 1024
+#: The longest ``--timeout`` (seconds; as ``[fleet] timeout``).
+MAX_TIMEOUT = 86400.0
+#: The largest ``--max-age`` (seconds; as ``[fleet] report_max_age``).
+MAX_AGE = 366 * 86400
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line and exit 2 through ``main``."""
+    """argparse, but errors are one line and exit 2 through ``main``; ``--help`` ends with
+    the exit codes, and each sub-command's description is its help line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", HELP_EPILOG)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", Commands)
 
     def error(self, message: str) -> NoReturn:
         # One line, not argparse's usage dump: operators grep logs.
         raise UsageError(message)
+
+
+class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands whose ``--help`` starts with their help line as a description."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        text = kwargs.get("help")
+        if text and "description" not in kwargs:
+            kwargs["description"] = f"{text[:1].upper()}{text[1:]}."
+        return super().add_parser(name, **kwargs)
 
 
 def register(commands: Any) -> None:
@@ -58,26 +91,52 @@ def add_debug(parser: argparse.ArgumentParser) -> None:
 
 
 def add_config(parser: argparse.ArgumentParser) -> None:
-    """``--config-file`` (repeatable) and ``--debug``."""
+    """``--config-file`` and ``--config-dir`` (repeatable, as oslo's), ``--log-file`` and
+    ``--debug``."""
     add_debug(parser)
     parser.add_argument(
         "--config-file",
         action="append",
         dest="config_files",
         metavar="FILE",
-        help=f"config file (default {DEFAULT_CONFIG_FILE} if it exists)",
+        help=f"config file, repeatable, later ones win (default {DEFAULT_CONFIG_FILE} "
+        "if it exists)",
+    )
+    parser.add_argument(
+        "--config-dir",
+        action="append",
+        dest="config_dirs",
+        metavar="DIR",
+        help="directory whose *.conf files are read in name order after the config files, "
+        "repeatable (as oslo services' --config-dir)",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="log to this file (as [DEFAULT] log_file); reports stay on standard output",
     )
 
 
 def add_host(parser: argparse.ArgumentParser) -> None:
     """``--host`` and ``--libvirt-uri`` overrides."""
-    parser.add_argument("--host", help="compute host name as Nova knows it")
-    parser.add_argument("--libvirt-uri", help="libvirt connection URI of the host")
+    parser.add_argument(
+        "--host", help="compute host name as Nova knows it (default: [DEFAULT] host)"
+    )
+    parser.add_argument(
+        "--libvirt-uri",
+        metavar="URI",
+        help="libvirt connection URI of the host (default: [libvirt] connection_uri)",
+    )
 
 
 def add_format(parser: argparse.ArgumentParser) -> None:
     """``--format table|json`` and ``--wide``."""
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), or JSON for scripts",
+    )
     parser.add_argument(
         "--wide",
         action="store_true",
@@ -129,14 +188,20 @@ def register_journal(commands: Any) -> None:
     """``history``, ``quarantine list``, ``restore``, ``release`` and ``purge``."""
     history = commands.add_parser("history", help="what the agent did, newest first")
     add_config(history)
-    history.add_argument("--uuid", type=uuid, help="only this guest")
-    history.add_argument("--limit", type=positive_int, default=100, help="newest N (default 100)")
+    history.add_argument("--uuid", type=uuid, help="only this guest's events")
+    history.add_argument(
+        "--limit",
+        type=positive(int, MAX_LIMIT),
+        default=100,
+        metavar="N",
+        help=f"the newest N events (default 100, at most {MAX_LIMIT})",
+    )
     add_format(history)
     handles(history, JOURNAL, "show_history")
 
     quarantine_cmd = commands.add_parser("quarantine", help="reaped guests kept for restore")
     sub = quarantine_cmd.add_subparsers(
-        dest="quarantine_command", required=True, parser_class=Parser
+        dest="quarantine_command", required=True, parser_class=Parser, help="what to do"
     )
     listing = sub.add_parser("list", help="list quarantined guests")
     add_config(listing)
@@ -146,7 +211,7 @@ def register_journal(commands: Any) -> None:
     restore = commands.add_parser("restore", help="bring a reaped guest back from quarantine")
     add_config(restore)
     add_host(restore)
-    restore.add_argument("uuid", type=uuid, metavar="UUID")
+    restore.add_argument("uuid", type=uuid, metavar="UUID", help="the reaped guest's UUID")
     restore.add_argument("--start", action="store_true", help="start the guest once defined")
     restore.add_argument(
         "--force",
@@ -159,12 +224,18 @@ def register_journal(commands: Any) -> None:
         "release", help="let the agent act on a guest on hold again (as a fresh finding)"
     )
     add_config(release)
-    release.add_argument("uuid", type=uuid, metavar="UUID")
+    release.add_argument("uuid", type=uuid, metavar="UUID", help="the held guest's UUID")
     handles(release, JOURNAL, "release_guest")
 
     purge = commands.add_parser("purge", help="delete old quarantine entries for good")
     add_config(purge)
-    purge.add_argument("--older-than", type=days, required=True, metavar="DAYS")
+    purge.add_argument(
+        "--older-than",
+        type=days,
+        required=True,
+        metavar="DAYS",
+        help="purge entries reaped at least DAYS days ago (a number, e.g. 30 or 0.5)",
+    )
     purge.add_argument(
         "--dry-run", action="store_true", help="say what would be purged, delete nothing"
     )
@@ -179,7 +250,9 @@ def register_journal(commands: Any) -> None:
 def register_fleet(commands: Any) -> None:
     """``fleet audit``: many compute hosts at once."""
     fleet = commands.add_parser("fleet", help="audit many compute hosts at once")
-    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=type(fleet))
+    verbs = fleet.add_subparsers(
+        dest="fleet_command", required=True, parser_class=type(fleet), help="what to do"
+    )
     audit = verbs.add_parser("audit", help="report orphan guests on every host; changes nothing")
     add_config(audit)
     audit.add_argument(
@@ -188,10 +261,24 @@ def register_fleet(commands: Any) -> None:
         help="comma-separated compute hosts (default: every nova-compute host Nova lists)",
     )
     audit.add_argument(
-        "--uri-template", help="libvirt URI with {host}, e.g. qemu+tls://{host}/system"
+        "--uri-template",
+        type=uri_template,
+        metavar="TEMPLATE",
+        help="libvirt URI with {host}, e.g. qemu+tls://{host}/system "
+        "(default [fleet] uri_template)",
     )
-    audit.add_argument("--concurrency", type=positive(int), help="hosts scanned at once")
-    audit.add_argument("--timeout", type=positive(float), help="seconds per host scan")
+    audit.add_argument(
+        "--concurrency",
+        type=positive(int, MAX_CONCURRENCY),
+        metavar="N",
+        help=f"hosts scanned at once (default [fleet] concurrency, at most {MAX_CONCURRENCY})",
+    )
+    audit.add_argument(
+        "--timeout",
+        type=positive(float, MAX_TIMEOUT),
+        metavar="SECONDS",
+        help="seconds one host's scan may take (default [fleet] timeout)",
+    )
     audit.add_argument(
         "--reports",
         metavar="DIR",
@@ -200,7 +287,8 @@ def register_fleet(commands: Any) -> None:
     )
     audit.add_argument(
         "--max-age",
-        type=positive(int),
+        type=positive(int, MAX_AGE),
+        metavar="SECONDS",
         help="with --reports: seconds after which a report is stale "
         "(default [fleet] report_max_age)",
     )
@@ -269,17 +357,6 @@ def uuid(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
 
 
-def positive_int(value: str) -> int:
-    """A whole number of at least 1."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return number
-
-
 def days(value: str) -> float:
     """A number of days a quarantine entry may be kept."""
     # NOTE: imported here, not at the top: only ``purge`` pays for the pure core.
@@ -312,20 +389,34 @@ def host_list(value: str) -> tuple[str, ...]:
     return hosts
 
 
-def positive(kind: Callable[[str], float]) -> Callable[[str], float]:
-    """A finite number of ``kind`` greater than 0."""
+def positive(kind: Callable[[str], float], maximum: float) -> Callable[[str], float]:
+    """A finite number of ``kind`` greater than 0 and at most ``maximum``."""
 
     def parse(value: str) -> float:
         try:
             number = kind(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+        except (ValueError, OverflowError) as exc:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{value[:40]!r} is not {what}") from exc
         # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
         if not math.isfinite(number):
             raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
         if number <= 0:
             raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
+        if number > maximum:
+            raise argparse.ArgumentTypeError(f"{value[:40]!r} must be at most {maximum:.0f}")
         return number
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def uri_template(value: str) -> str:
+    """A libvirt URI template whose one placeholder is ``{host}`` (``check_uri_template``)."""
+    # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
+    from nova_orphans.core.hostname import BadURITemplate, check_uri_template
+
+    try:
+        return check_uri_template(value)
+    except BadURITemplate as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

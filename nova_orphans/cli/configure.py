@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -22,12 +23,17 @@ LOG = logging.getLogger(__name__)
 def load_conf(args: argparse.Namespace, agent: bool = False) -> cfg.ConfigOpts:
     """Load the config files named on the command line (or the default one if it exists),
     then set up logging from it (``agent``: the agent's, whose work is logging)."""
+    conf = config.load(*config_sources(args))
+    setup_logging(conf, args, agent)
+    return conf
+
+
+def config_sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The config files and directories the command line names (the default file if none)."""
     files = args.config_files or (
         [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
     )
-    conf = config.load(files)
-    setup_logging(conf, args, agent)
-    return conf
+    return files, getattr(args, "config_dirs", None) or []
 
 
 def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = False) -> None:
@@ -42,16 +48,28 @@ def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = 
     """
     if getattr(args, "debug", False):
         conf.set_override("debug", True)
+    log_file = getattr(args, "log_file", None)
+    if log_file:
+        conf.set_override("log_file", log_file)
     if not (conf.log_file or conf.log_config_append or conf.use_journal or conf.use_syslog):
         conf.set_override("use_stderr", True)
+    if conf.use_journal and not journal_bindings():
+        raise config.ConfigError(
+            "[DEFAULT] use_journal = true needs the systemd Python bindings, which this "
+            f"Python ({sys.executable}) cannot import: install them (Debian/Ubuntu: "
+            "python3-systemd for the system Python; in a venv: pip install systemd-python, "
+            "which builds against libsystemd-dev), or log with use_syslog or log_file"
+        )
     try:
         oslo_log.setup(conf, "nova-orphans", version=tool_version())
     except OSError as exc:
+        what = "--log-file" if log_file else "[DEFAULT] log_file"
         raise config.ConfigError(
-            f"[DEFAULT] log_file {exc.filename or conf.log_file}: {exc.strerror or exc}"
+            f"{what} {exc.filename or conf.log_file}: {exc.strerror or exc}"
         ) from exc
     except oslo_log.LogConfigError as exc:
         raise config.ConfigError(f"[DEFAULT] log_config_append: {one_line(exc)}") from exc
+    keep_stdout_for_reports()
     escape_log_messages()
     LOG.debug("nova-orphans %s, config files: %s", tool_version(), conf.config_file or "none")
     if not agent and not conf.debug:
@@ -59,6 +77,38 @@ def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = 
             if getattr(handler, "stream", None) is sys.stderr:
                 handler.setLevel(logging.WARNING)
                 handler.addFilter(_ours_or_errors)
+
+
+def journal_bindings() -> bool:
+    """Whether oslo.log's journal handler can run here (it needs ``systemd.journal``)."""
+    try:
+        importlib.import_module("systemd.journal")
+    except ImportError:
+        return False
+    return True
+
+
+def keep_stdout_for_reports() -> None:
+    """Every log handler writing to standard output writes to standard error instead.
+
+    NOTE: standard output carries the reports and their JSON, whatever the logging
+    setup: oslo.log falls back to a stdout handler when neither a log file, stderr nor
+    the journal is configured (``use_syslog = true`` alone, e.g. on a host without
+    /dev/log), and a ``log_config_append`` file may name ``ext://sys.stdout``.
+    """
+    for handler in _handlers():
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+
+
+def _handlers() -> list[logging.Handler]:
+    """The handlers of the root logger and of every other logger, once each."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    found: dict[int, logging.Handler] = {}
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            found.setdefault(id(handler), handler)
+    return list(found.values())
 
 
 class EscapedMessage(logging.Filter):
@@ -84,11 +134,9 @@ class EscapedMessage(logging.Filter):
 def escape_log_messages() -> None:
     """Give every handler logging has (oslo.log's, or those of ``log_config_append``) the
     ``EscapedMessage`` filter, once."""
-    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
-    for logger in loggers:
-        for handler in getattr(logger, "handlers", ()):
-            if not any(isinstance(f, EscapedMessage) for f in handler.filters):
-                handler.addFilter(EscapedMessage())
+    for handler in _handlers():
+        if not any(isinstance(f, EscapedMessage) for f in handler.filters):
+            handler.addFilter(EscapedMessage())
 
 
 def _ours_or_errors(record: logging.LogRecord) -> bool:

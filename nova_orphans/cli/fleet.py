@@ -23,6 +23,7 @@ from oslo_config import cfg
 from nova_orphans import config, exits
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
+from nova_orphans.core.hostname import BadURITemplate, check_uri_template
 from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
 from nova_orphans.core.model import Selector
 from nova_orphans.fleet import reports
@@ -67,6 +68,8 @@ def handle_audit(args: argparse.Namespace) -> int:
     textfile = args.metrics_textfile
     if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
         raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
+    if textfile is not None:
+        config.writable_file(textfile, f"--metrics-textfile {textfile}")
     transport = transport_from_conf(conf)
     with progress_line(sys.stderr) as progress:
         result = run_audit(settings, transport, common.now(), progress=progress)
@@ -100,8 +103,11 @@ def write_metrics(result: FleetReport, path: str) -> None:
 def settings_from(conf: cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
     """Command-line values win over ``[fleet]``; raises ``ConfigError`` on a bad template."""
     template = args.uri_template or conf.fleet.uri_template
-    if "{host}" not in template:
-        raise config.ConfigError(f"uri_template {template!r} does not contain {{host}}")
+    if args.uri_template is None:
+        try:
+            check_uri_template(template)
+        except BadURITemplate as exc:
+            raise config.ConfigError(f"[fleet] uri_template = {exc}") from None
     config.check_libvirt_uri(uri_for(template, "host"))
     # NOTE: host_settings resolves the local host's settings; of those only the
     # deny list and instances_path apply to every host of the fleet.
@@ -189,9 +195,9 @@ def progress_text(progress: Progress) -> str:
 def _columns(stream: TextIO) -> int:
     """The terminal's width; ``table.WIDTH`` when it does not say (0 columns, or no size)."""
     try:
-        return os.get_terminal_size(stream.fileno()).columns or table.WIDTH
+        return os.get_terminal_size(stream.fileno()).columns or table.width()
     except (OSError, ValueError):
-        return table.WIDTH
+        return table.width()
 
 
 def exit_code(result: FleetReport) -> int:

@@ -33,12 +33,14 @@ QUARANTINE_WAIT = 60.0
 
 
 def _journal(
-    args: argparse.Namespace, journal_required: bool = False
+    args: argparse.Namespace, journal_required: bool = False, read_only: bool = False
 ) -> tuple[Journal, config.StatePaths, Any]:
     """The agent's journal; a mistyped state directory is not an empty one.
 
     ``history`` needs the journal itself; the quarantine commands also work from the
     quarantine's manifests when the journal is lost, so they need one of the two.
+    ``read_only``: opened read-only, and a missing journal is an empty one in memory
+    (docs/design.md: read-only commands never write, and work on read-only media).
     """
     conf = configure.load_conf(args)
     paths = config.state_paths(conf)
@@ -51,14 +53,20 @@ def _journal(
             f"no journal at {where} (check [agent] state_dir, journal_path, quarantine_dir; "
             "the agent creates them on its first run)"
         )
+    if read_only:
+        journal = Journal.read_only(paths.journal) or Journal.empty(paths.journal)
+        return journal, paths, conf
     return Journal(paths.journal), paths, conf
 
 
 def show_history(args: argparse.Namespace) -> int:
     """Print intents and outcomes (the dry runs', from their own journal, marked as such),
     and holds and releases, newest first (JSON: ``events`` in the versioned envelope)."""
-    journal, paths, _ = _journal(args, journal_required=True)
-    events = history.events(journal, args.uuid)
+    journal, paths, _ = _journal(args, journal_required=True, read_only=True)
+    try:
+        events = history.events(journal, args.uuid)
+    finally:
+        journal.close()
     if os.path.exists(paths.dry_run_journal):
         events += history.steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
         events.sort(key=lambda e: e[0], reverse=True)
@@ -78,7 +86,7 @@ def show_history(args: argparse.Namespace) -> int:
 
 def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
     """The intents of the dry runs' own journal (they never share the live agent's)."""
-    journal = Journal(path)
+    journal = Journal(path, read_only=True)
     try:
         return journal.history(uuid, limit)
     finally:
@@ -88,8 +96,11 @@ def _dry_run_history(path: str, uuid: str | None, limit: int) -> list[Intent]:
 def list_quarantine(args: argparse.Namespace) -> int:
     """Print every quarantine entry: whether it is restorable, and what it holds or lacks
     (JSON: ``entries`` in the versioned envelope)."""
-    journal, paths, _ = _journal(args)
-    listed = quarantine.listing(journal, paths.quarantine)
+    journal, paths, _ = _journal(args, read_only=True)
+    try:
+        listed = quarantine.listing(journal, paths.quarantine)
+    finally:
+        journal.close()
     if args.format == "json":
         rows = [
             {

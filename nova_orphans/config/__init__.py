@@ -12,7 +12,7 @@ from nova_orphans.config.libvirt import check_libvirt_uri
 from nova_orphans.config.loading import load
 from nova_orphans.config.paths import StatePaths, state_paths
 from nova_orphans.config.services import SERVICE_ENDPOINTS, SERVICES_GROUP
-from nova_orphans.config.strict import ConfigError
+from nova_orphans.config.strict import ConfigError, files_read, writable_file
 
 __all__ = [
     "SERVICES_GROUP",
@@ -21,8 +21,10 @@ __all__ = [
     "HostSettings",
     "StatePaths",
     "check_libvirt_uri",
+    "files_read",
     "host_settings",
     "load",
     "policy",
     "state_paths",
+    "writable_file",
 ]

@@ -14,6 +14,10 @@ from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, P
 LIVE_LOCK_FILE = "/run/nova-orphans/live.lock"
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
 _POLICY = Policy()
+#: The longest span in seconds an option takes (ten years), and the largest count: beyond
+#: them a value is a typo, and one no clock or timer can hold (an OverflowError mid-cycle).
+MAX_SECONDS_SPAN = 10 * 366 * 86400
+MAX_COUNT = 1_000_000
 
 
 ACTION_CHOICES = [
@@ -50,6 +54,7 @@ agent_opts = [
         "interval",
         default=int(_POLICY.interval),
         min=10,
+        max=MAX_SECONDS_SPAN,
         help="Seconds between two cycles of 'nova-orphans run'. grace_period and reap_delay "
         "also need the cycles they imply (delay / interval, rounded up), so a wall-clock "
         "step (NTP) cannot shorten them; a cycle less than half an interval after the "
@@ -68,6 +73,7 @@ agent_opts = [
         "full_look_every",
         default=FULL_LOOK_EVERY,
         min=1,
+        max=MAX_COUNT,
         help="One cycle in this many lists every server Nova places on the host; the cycles "
         "between ask Nova only what changed since the last look (changes-since), so they "
         "cost Nova in proportion to the changes, not to the host's size. Any doubt (a failed "
@@ -86,6 +92,7 @@ agent_opts = [
         "grace_period",
         default=int(_POLICY.grace_period),
         min=0,
+        max=MAX_SECONDS_SPAN,
         help="Seconds a finding must exist before any step: for 'deleted' counted from "
         "Nova's deletion time, for the other kinds from the first sighting. What is left of "
         "it at the first sighting must also pass in agent cycles (see interval).",
@@ -94,12 +101,14 @@ agent_opts = [
         "sightings_required",
         default=_POLICY.sightings_required,
         min=1,
+        max=MAX_COUNT,
         help="Consecutive cycles a finding must be seen, unchanged, before any step.",
     ),
     cfg.IntOpt(
         "reap_delay",
         default=int(_POLICY.reap_delay),
         min=0,
+        max=MAX_SECONDS_SPAN,
         help="Seconds a guest stays stopped (recoverable in place) before it is reaped; it "
         "must also be seen stopped in as many cycles as this implies (see interval).",
     ),
@@ -107,12 +116,14 @@ agent_opts = [
         "stop_timeout",
         default=int(STOP_TIMEOUT),
         min=0,
+        max=MAX_SECONDS_SPAN,
         help="Seconds to wait for a graceful shutdown before powering the guest off.",
     ),
     cfg.IntOpt(
         "max_actions_per_cycle",
         default=_POLICY.max_actions_per_cycle,
         min=0,
+        max=MAX_COUNT,
         help="Destructive steps per cycle, at most.",
     ),
     cfg.FloatOpt(
@@ -127,6 +138,7 @@ agent_opts = [
         "brake_min_orphans",
         default=_POLICY.brake_min_orphans,
         min=1,
+        max=MAX_COUNT,
         help="The orphan-fraction brake applies from this many actionable orphans on.",
     ),
     cfg.ListOpt(

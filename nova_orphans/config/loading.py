@@ -7,6 +7,9 @@ groups are one module each (``config.default``, ``config.agent``…), gathered b
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 from collections.abc import Sequence
 
 from oslo_config import cfg
@@ -15,6 +18,7 @@ from oslo_log import log as oslo_log
 from nova_orphans.config import agent, default, metrics, nova, opts, strict
 from nova_orphans.config.host import host_settings
 from nova_orphans.config.strict import DEFAULT_GROUP
+from nova_orphans.exceptions import one_line
 
 
 def register(conf: cfg.ConfigOpts) -> None:
@@ -31,29 +35,94 @@ def register(conf: cfg.ConfigOpts) -> None:
         conf.set_default(name, value, group=nova.NOVA_GROUP)
 
 
-def load(config_files: Sequence[str]) -> cfg.ConfigOpts:
+def load(config_files: Sequence[str], config_dirs: Sequence[str] = ()) -> cfg.ConfigOpts:
     """Parse our config files strictly (docs/design.md rule 11); raises ``ConfigError``.
 
-    Before anything else runs: every group and key must be ours, every value is
-    read and checked, and so are the settings built from them (the agent's
-    policy, the host settings, the metrics textfile). ``audit``, ``run`` and
-    every other command load their configuration here, so they all accept and
-    refuse the same files.
+    ``config_dirs``: oslo's ``--config-dir``, whose ``*.conf`` files are read in name
+    order after ``config_files``; without it oslo.config's default directories of the
+    project (e.g. /etc/nova-orphans/nova-orphans.conf.d) are read when they exist.
+
+    Before anything else runs: every file is a readable regular UTF-8 file, every group
+    and key must be ours, every value is read and checked, and so are the settings
+    built from them (the agent's policy, the host settings, the metrics textfile).
+    ``audit``, ``run`` and every other command load their configuration here, so they
+    all accept and refuse the same files.
     """
+    for directory in config_dirs:
+        strict.require_directory(directory, "--config-dir")
+    dirs = list(config_dirs) or cfg.find_config_dirs(project=PROJECT)
+    for path in [
+        *config_files,
+        *(f for d in dirs if os.path.isdir(d) for f in strict.conf_files_in(d)),
+    ]:
+        strict.require_readable(path)
     conf = cfg.ConfigOpts()
     register(conf)
-    for path in config_files:
-        strict.require_readable(path)
-    conf(args=[], project="nova-orphans", default_config_files=list(config_files))
+    _parse(conf, config_files, config_dirs)
     files = strict.ConfigFiles(conf)
     plugin_opts = nova.auth_plugin_opts(files)
     conf.register_opts(plugin_opts, group=nova.NOVA_GROUP)
     groups = opts.groups(plugin_opts)
     files.check_keys(groups)
     files.check_values(conf, groups)
+    _check_nova_timeout(conf, files, groups[nova.NOVA_GROUP])
     agent.policy(conf)
     host_settings(conf)
     if conf.metrics.textfile:
         textfile = next(o for o in metrics.metrics_opts if o.dest == "textfile")
         strict.writable_file(conf.metrics.textfile, files.where("metrics", textfile))
     return conf
+
+
+def _parse(conf: cfg.ConfigOpts, config_files: Sequence[str], config_dirs: Sequence[str]) -> None:
+    """oslo.config's parse of the files, a bad value of oslo.log's options a ``ConfigError``.
+
+    NOTE: oslo.log's options (``debug``, ``use_journal``...) are command-line options of
+    oslo.config; for a bad value in a file ("debug = maybe") oslo.config writes
+    "argument --debug: ..." to stderr itself and exits. That line blames a flag the
+    operator never gave: it is caught here and the option is named in its file.
+    """
+    caught = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(caught):
+            conf(
+                args=[],
+                project=PROJECT,
+                default_config_files=list(config_files),
+                default_config_dirs=list(config_dirs) or None,
+            )
+    except SystemExit:
+        files = strict.ConfigFiles(conf)
+        for opt in default.logging_opts():
+            found = files.setting(DEFAULT_GROUP, opt.dest)
+            if found is None:
+                continue
+            try:
+                opt.type(found[2])
+            except ValueError as exc:
+                raise strict.ConfigError(
+                    f"{files.where(DEFAULT_GROUP, opt)} is not valid: {one_line(exc)}"
+                ) from None
+        said = one_line(caught.getvalue()) or "no reason given"
+        raise strict.ConfigError(f"oslo.config refused the config files: {said}") from None
+
+
+#: The longest ``[nova] timeout`` (seconds): keystoneauth's option has no maximum, and a
+#: larger one overflows the clock of the first request (an OverflowError).
+MAX_NOVA_TIMEOUT = 86400
+
+
+def _check_nova_timeout(
+    conf: cfg.ConfigOpts, files: strict.ConfigFiles, nova_opts: Sequence[cfg.Opt]
+) -> None:
+    timeout = conf[nova.NOVA_GROUP].timeout
+    if timeout is not None and timeout > MAX_NOVA_TIMEOUT:
+        opt = next(o for o in nova_opts if o.dest == "timeout")
+        raise strict.ConfigError(
+            f"{files.where(nova.NOVA_GROUP, opt)} is not valid: "
+            f"should be at most {MAX_NOVA_TIMEOUT} seconds"
+        )
+
+
+#: oslo.config's project: the default config files and directories are named after it.
+PROJECT = "nova-orphans"

@@ -9,7 +9,12 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from nova_orphans.config.strict import ConfigError, require_readable
+from nova_orphans.config.strict import (
+    ConfigError,
+    conf_files_in,
+    require_directory,
+    require_readable,
+)
 from nova_orphans.core.leftovers import NOVA_STATE_PATH
 from nova_orphans.exceptions import one_line
 
@@ -68,11 +73,10 @@ class NovaComputeConf:
         Raises ``ConfigError`` (one line) for an unreadable file or directory, or a
         ``$reference`` to an option nova-orphans does not read.
         """
-        for path in files:
+        for directory in dirs:
+            require_directory(directory, "nova_config_dir")
+        for path in [*files, *(f for d in dirs for f in conf_files_in(d))]:
             require_readable(path)
-        for path in dirs:
-            if not os.path.isdir(path):
-                raise ConfigError(f"nova_config_dir {path} is not a readable directory")
         nova = cfg.ConfigOpts()
         nova.register_opts(
             [

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import glob
 import os
+import stat
 from collections.abc import Mapping, Sequence
 
 from oslo_config import cfg
@@ -51,7 +52,7 @@ def files_read(conf: cfg.ConfigOpts) -> list[str]:
     files = list(conf.default_config_files or [])
     for directory in conf.default_config_dirs or []:
         if os.path.isdir(directory):
-            files.extend(sorted(glob.glob(os.path.join(directory, "*.conf"))))
+            files.extend(conf_files_in(directory))
     return files
 
 
@@ -191,12 +192,80 @@ def writable_file(path: str, what: str) -> None:
         raise ConfigError(f"{what}: directory {directory} is not writable")
     if os.path.isdir(path):
         raise ConfigError(f"{what} is a directory")
+    # NOTE: a FIFO would block the writer for good, a device take what it is given.
+    kind = _file_kind(os.stat(path).st_mode) if os.path.lexists(path) else None
+    if kind:
+        raise ConfigError(f"{what} is {kind}, not a file")
+
+
+#: The largest config file read (bytes): a config is a few kilobytes; anything bigger is
+#: not one (a log, an image) and is refused before it is parsed.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
 def require_readable(path: str) -> None:
-    """``path`` is a file this process can read; else ``ConfigError`` naming it and why."""
+    """``path`` is a regular file this process can read, in UTF-8; else ``ConfigError``
+    naming it and why (for a bad byte: its line).
+
+    NOTE: opened with O_NONBLOCK and checked to be a regular file before a byte is read:
+    a FIFO or a device named as a config file would otherwise hang the command (a FIFO
+    with no writer) or never end (/dev/zero). oslo.config's own reading then fails with a
+    UnicodeDecodeError that names no file.
+    """
     try:
-        with open(path, encoding="utf-8"):
-            pass
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind:
+            raise ConfigError(f"cannot read config file {path}: it is {kind}, not a file")
+        data = _read_all(fd, MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"config file {path}, line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 "
+            "(write the file in UTF-8)"
+        ) from None
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open file ``fd``."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(65536, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a path that is no regular file is ("a directory", "a FIFO"...); None for a file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def require_directory(path: str, what: str) -> None:
+    """``path`` is a directory this process can list; else ``ConfigError`` naming ``what``."""
+    if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
+        raise ConfigError(f"{what} {path} is not a readable directory")
+
+
+def conf_files_in(directory: str) -> list[str]:
+    """The ``*.conf`` files of a config directory, in the order oslo.config reads them."""
+    return sorted(glob.glob(os.path.join(directory, "*.conf")))

@@ -9,6 +9,7 @@ rewrite the libvirt URI built from it (``qemu+ssh://{host}/system``).
 from __future__ import annotations
 
 import re
+import string
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError
@@ -39,3 +40,40 @@ def check_host_name(host: str) -> str:
             "digits and inner hyphens or underscores, at most 253 characters)"
         )
     return host
+
+
+class BadURITemplate(NovaOrphansError):
+    """A libvirt URI template that is not ``{host}`` in a URI: no host is tried with it."""
+
+    exit_code = exits.USAGE
+    label = "usage error"
+
+
+def check_uri_template(template: str) -> str:
+    """``template`` when its only placeholder is ``{host}`` (at least once, no format spec,
+    no other ``{``/``}`` than ``{{``/``}}``); raises ``BadURITemplate`` otherwise.
+
+    NOTE: the template is filled by plain replacement of ``{host}``; any other brace
+    would stay in every host's URI and make every host unreachable, one by one.
+    """
+    fields = set()
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        raise BadURITemplate(
+            f"{template!r}: an unmatched brace (only {{host}} may stand in braces)"
+        ) from None
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if field != "host" or spec or conversion:
+            text = field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise BadURITemplate(
+                f"{template!r}: {{{text}}} is not a placeholder (only {{host}} is)"
+            )
+        fields.add(field)
+    if not fields:
+        raise BadURITemplate(f"{template!r} does not contain {{host}}")
+    if "{{" in template or "}}" in template:
+        raise BadURITemplate(f"{template!r}: a libvirt URI has no braces besides {{host}}")
+    return template

@@ -6,28 +6,42 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sightings (
+#: The journal's schema version (``PRAGMA user_version``). 0: a journal written before
+#: versions were recorded (the same tables as version 1), or a new empty file. The upgrade
+#: path is ``Journal._upgrade``: a writer upgrades an older journal in place; a reader reads
+#: versions 0 and 1 as they are; any other version is refused.
+SCHEMA_VERSION = 1
+
+#: Each table of the journal, by name: how it is created.
+TABLES = {
+    "sightings": """CREATE TABLE IF NOT EXISTS sightings (
     uuid TEXT PRIMARY KEY, kind TEXT NOT NULL, first_seen TEXT NOT NULL,
     last_seen TEXT NOT NULL, consecutive INTEGER NOT NULL, inactive_since TEXT,
-    inactive_cycles INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS intents (
+    inactive_cycles INTEGER NOT NULL)""",
+    "intents": """CREATE TABLE IF NOT EXISTS intents (
     id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, kind TEXT NOT NULL,
     step TEXT NOT NULL, dry_run INTEGER NOT NULL, started_at TEXT NOT NULL,
-    outcome TEXT, finished_at TEXT, detail TEXT);
-CREATE INDEX IF NOT EXISTS intents_uuid ON intents (uuid);
-CREATE TABLE IF NOT EXISTS quarantine (
+    outcome TEXT, finished_at TEXT, detail TEXT)""",
+    "quarantine": """CREATE TABLE IF NOT EXISTS quarantine (
     uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
     files_moved INTEGER NOT NULL, leftovers TEXT NOT NULL, restored_at TEXT, purged_at TEXT,
-    PRIMARY KEY (uuid, reaped_at));
-CREATE TABLE IF NOT EXISTS holds (
+    PRIMARY KEY (uuid, reaped_at))""",
+    "holds": """CREATE TABLE IF NOT EXISTS holds (
     id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL, since TEXT NOT NULL,
-    reason TEXT NOT NULL, released_at TEXT, released_after_intent INTEGER);
-CREATE UNIQUE INDEX IF NOT EXISTS holds_active ON holds (uuid) WHERE released_at IS NULL;
-CREATE TABLE IF NOT EXISTS retention_sightings (
+    reason TEXT NOT NULL, released_at TEXT, released_after_intent INTEGER)""",
+    "retention_sightings": """CREATE TABLE IF NOT EXISTS retention_sightings (
     uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, first_seen TEXT NOT NULL,
-    last_counted TEXT NOT NULL, cycles INTEGER NOT NULL, PRIMARY KEY (uuid, reaped_at));
+    last_counted TEXT NOT NULL, cycles INTEGER NOT NULL, PRIMARY KEY (uuid, reaped_at))""",
+}
+
+#: The schema of version ``SCHEMA_VERSION``: every table and its indexes.
+SCHEMA = (
+    ";\n".join(TABLES.values())
+    + """;
+CREATE INDEX IF NOT EXISTS intents_uuid ON intents (uuid);
+CREATE UNIQUE INDEX IF NOT EXISTS holds_active ON holds (uuid) WHERE released_at IS NULL;
 """
+)
 
 #: The sightings table's columns; a table with others is from an older version (see
 #: ``Journal._drop_old_sightings``).

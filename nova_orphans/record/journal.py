@@ -24,7 +24,9 @@ from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.record import lock
 from nova_orphans.record.entries import (
     SCHEMA,
+    SCHEMA_VERSION,
     SIGHTINGS_COLUMNS,
+    TABLES,
     Intent,
     QuarantineEntry,
     RetentionSighting,
@@ -84,6 +86,35 @@ def refuse_if_held(journal_path: str) -> None:
         raise _locked(journal_path, holder)
 
 
+def refuse_unknown_schema(journal_path: str) -> None:
+    """Raise ``JournalError`` when the journal at ``journal_path`` has a schema version this
+    nova-orphans does not know, or is no regular file (a FIFO would hang sqlite); reads it
+    without writing or creating anything (no journal: nothing to refuse)."""
+    if os.path.exists(journal_path) and not os.path.isfile(journal_path):
+        raise JournalError(f"journal {journal_path} is not a regular file")
+    if not os.path.isfile(journal_path):
+        return
+    uri = f"{pathlib.Path(os.path.abspath(journal_path)).as_uri()}?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise JournalError(f"cannot open journal {journal_path}: {exc}") from exc
+    if not 0 <= version <= SCHEMA_VERSION:
+        raise _unknown_schema(journal_path, version)
+
+
+def _unknown_schema(journal_path: str, version: int) -> JournalError:
+    return JournalError(
+        f"journal {journal_path} has schema version {version}; this nova-orphans "
+        f"reads versions 0 to {SCHEMA_VERSION}: run the nova-orphans that wrote it "
+        "(or a newer one); nothing was changed"
+    )
+
+
 def _locked(journal_path: str, holder: str) -> JournalLocked:
     return JournalLocked(
         f"another 'nova-orphans run' holds the journal {journal_path}: {holder}; "
@@ -106,20 +137,57 @@ class Journal(HoldsTable):
             self._db = self._open_read_only(path)
             return
         try:
+            # NOTE: before the lock file or anything else is created.
+            refuse_unknown_schema(path)
             pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if exclusive:
                 self._lock = lock.acquire(lock_path(path), f", journal {path}")
             self._db = sqlite3.connect(path, isolation_level=None)
+            # NOTE: the version is read before anything is written (WAL mode included):
+            # a journal of a newer nova-orphans is left exactly as it is.
+            version = self._version()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
-            self._drop_old_sightings()
-            self._db.executescript(SCHEMA)
+            self._upgrade(version)
         except lock.Held as exc:
             raise _locked(path, str(exc)) from exc
+        except JournalError:
+            self._unlock()
+            raise
         except (OSError, sqlite3.Error) as exc:
             self._unlock()
             raise JournalError(f"cannot open journal {path}: {exc}") from exc
         os.chmod(path, 0o600)
+
+    def _version(self) -> int:
+        """The journal's schema version; ``JournalError`` (and the file closed) for one this
+        nova-orphans does not know (written by a newer version, or not a journal)."""
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if not 0 <= version <= SCHEMA_VERSION:
+            self._db.close()
+            raise _unknown_schema(self.path, version)
+        return version
+
+    def _upgrade(self, version: int) -> None:
+        """Bring the journal from ``version`` to ``SCHEMA_VERSION``, in one transaction.
+
+        The upgrade path (doc/source/admin/agent.md): version 0 is a new file or a journal
+        written before versions were recorded; it gets the tables it lacks, loses a
+        sightings table of other columns (``_drop_old_sightings``), and is marked 1.
+        """
+        if version == SCHEMA_VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._drop_old_sightings()
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def _drop_old_sightings(self) -> None:
         """Drop a sightings table an older version wrote (other columns).
@@ -136,25 +204,69 @@ class Journal(HoldsTable):
     def read_only(cls, path: str) -> Journal | None:
         """The journal at ``path`` opened read-only, or None when there is none.
 
-        NOTE: ``audit`` changes nothing: it never creates a journal (nor its
-        directory), and never writes to one.
+        NOTE: ``audit``, ``history`` and ``quarantine list`` change nothing: they never
+        create a journal (nor its directory), and never write to one.
         """
         if not os.path.isfile(path):
             return None
-        journal = cls(path, read_only=True)
-        tables = journal._execute("SELECT name FROM sqlite_master WHERE name = 'holds'")
-        if tables.fetchone() is None:  # written by an older version: nothing is on hold
-            journal.close()
-            return None
+        return cls(path, read_only=True)
+
+    @classmethod
+    def empty(cls, path: str) -> Journal:
+        """A journal with nothing in it, held in memory, standing for ``path`` that has none.
+
+        NOTE: ``quarantine list`` from the manifests alone, when the journal is lost:
+        a read-only command creates no journal.
+        """
+        journal = cls.__new__(cls)
+        journal.path, journal._lock, journal._quarantine_held = path, None, False
+        journal._db = sqlite3.connect(":memory:", isolation_level=None)
+        journal._db.executescript(SCHEMA)
         return journal
 
-    @staticmethod
-    def _open_read_only(path: str) -> sqlite3.Connection:
+    def _open_read_only(self, path: str) -> sqlite3.Connection:
+        """``path`` opened read-only (sqlite's ``mode=ro``), its version checked, the tables
+        an older or empty journal lacks stood in by empty temporary ones (in memory).
+
+        NOTE: reading a journal in WAL mode makes sqlite create its ``-wal`` and ``-shm``
+        files. When there is no ``-wal`` file, no agent has the journal open (the last
+        connection checkpointed and removed it): the file alone holds everything, and is
+        read ``immutable`` (no locks, no WAL), so the command creates no file. Likewise on
+        read-only media, where sqlite cannot create them: it then reads what the agent
+        last checkpointed. Beside a running agent (a ``-wal`` file) it reads through the
+        WAL as every sqlite reader does.
+        """
+        base = pathlib.Path(os.path.abspath(path)).as_uri()
+        immutable = f"{base}?mode=ro&immutable=1"
         try:
-            uri = pathlib.Path(os.path.abspath(path)).as_uri() + "?mode=ro"
-            return sqlite3.connect(uri, uri=True, isolation_level=None)
+            if not os.path.exists(f"{path}-wal"):
+                self._db = self._connect(immutable)
+            else:
+                try:
+                    self._db = self._connect(f"{base}?mode=ro")
+                except sqlite3.OperationalError:
+                    if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+                        raise
+                    self._db = self._connect(immutable)
+            self._version()
+            present = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+            for name, statement in TABLES.items():
+                if name not in present:
+                    self._db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot open journal {path}: {exc}") from exc
+            raise JournalError(f"cannot open journal {path} read-only: {exc}") from exc
+        return self._db
+
+    @staticmethod
+    def _connect(uri: str) -> sqlite3.Connection:
+        """A connection to ``uri`` that has read the file's header (a bad file fails here)."""
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         """Close the database (and give its lock up)."""

@@ -1,5 +1,7 @@
 """Tables and text for a terminal: every command's table has a header and, unless ``--wide``,
-fits ``WIDTH`` columns (long cells are cut with an ellipsis, free text is wrapped).
+fits the terminal's width (``width``: ``COLUMNS``, the terminal, else ``WIDTH``): narrow cells
+are cut with an ellipsis, the last column and free text are wrapped at word boundaries, and a
+long last cell that several rows share is printed once, as a note under the table.
 
 Every cell and every line of text is passed through ``escape`` here, at the rendering
 boundary: names, reasons and host names come from Nova, from a guest's domain XML or from
@@ -10,11 +12,15 @@ rule 20). JSON output is never escaped (``json.dumps`` already escapes control c
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import textwrap
 from collections.abc import Sequence
 
-#: The terminal width every table fits by default.
+#: The width every table fits when the output is no terminal and ``COLUMNS`` says nothing.
 WIDTH = 100
+#: The narrowest width followed: below it, lines are laid out for this many columns.
+MIN_WIDTH = 40
 #: What a cut cell ends with.
 ELLIPSIS = "…"
 GAP = "  "
@@ -56,13 +62,30 @@ def cut(text: str, width: int) -> str:
     return text[: max(width - len(ELLIPSIS), 0)] + ELLIPSIS
 
 
+def width() -> int:
+    """The columns a table fits: ``COLUMNS`` when set (as ``shutil.get_terminal_size``
+    reads it), else the terminal's standard output is, else ``WIDTH``; at least
+    ``MIN_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return max(int(columns), MIN_WIDTH)
+    try:
+        if sys.stdout.isatty():
+            return max(os.get_terminal_size(sys.stdout.fileno()).columns, MIN_WIDTH)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return WIDTH
+
+
 def render(
     columns: Sequence[Column], rows: Sequence[Sequence[str]], wide: bool, indent: str = ""
 ) -> list[str]:
     """The header and the rows, aligned; the last column is free text.
 
-    Unless ``wide``, each cell is cut to its column's ``narrow`` width and the last
-    column to what is left of ``WIDTH``, so no line is longer than ``WIDTH``.
+    Unless ``wide``, each cell is cut to its column's ``narrow`` width and the last column
+    wrapped at word boundaries into what is left of ``width()``, so no line is longer; a
+    last cell too long for its line that several rows share is printed once, as a note
+    (``[1] ...``) under the table, and those rows say ``see [1]``.
     """
     table = [[c.title for c in columns], *[[escape(cell) for cell in r] for r in rows]]
     if not wide:
@@ -71,14 +94,46 @@ def render(
                 if column.narrow is not None:
                     row[i] = cut(row[i], column.narrow)
     widths = [max(len(row[i]) for row in table) for i in range(len(columns) - 1)]
+    heads = [GAP.join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
+             for row in table]  # fmt: skip
+    if wide:
+        return [f"{indent}{h}{GAP}{row[-1]}".rstrip() for h, row in zip(heads, table, strict=True)]
+    room = width() - len(indent) - len(heads[0]) - len(GAP)
+    notes = _notes([row[-1] for row in table[1:]], room)
     lines = []
-    for row in table:
-        head = GAP.join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True))
-        last = row[-1]
-        if not wide:
-            last = cut(last, WIDTH - len(indent) - len(head) - len(GAP))
-        lines.append(f"{indent}{head}{GAP}{last}".rstrip())
+    for head, row in zip(heads, table, strict=True):
+        last = row[-1] if row is table[0] else _noted(row[-1], notes)
+        lines += _wrapped_row(f"{indent}{head}{GAP}", last, room)
+    for text, number in notes.items():
+        lines += fit(f"[{number}] {text}", False, indent)
     return lines
+
+
+def _notes(cells: list[str], room: int) -> dict[str, int]:
+    """The long last cells (too long for ``room`` and for ``MIN_WIDTH``) that more than one
+    row shares, numbered; a short one is wrapped in place."""
+    counts: dict[str, int] = {}
+    for cell in cells:
+        if len(cell) > max(room, MIN_WIDTH):
+            counts[cell] = counts.get(cell, 0) + 1
+    shared = [cell for cell in dict.fromkeys(cells) if counts.get(cell, 0) > 1]
+    return {cell: number for number, cell in enumerate(shared, 1)}
+
+
+def _noted(cell: str, notes: dict[str, int]) -> str:
+    return f"see [{notes[cell]}]" if cell in notes else cell
+
+
+def _wrapped_row(head: str, last: str, room: int) -> list[str]:
+    """``head`` and ``last``, the last wrapped into ``room`` columns under itself; with no
+    room to speak of, on lines of their own below the head."""
+    if len(last) <= room:
+        return [f"{head}{last}".rstrip()]
+    if room < MIN_WIDTH // 2 or any(len(word) > room for word in last.split()):
+        # NOTE: a UUID or a path is never broken in two: the text gets lines of its own.
+        return [head.rstrip(), *fit(last, False, "    ", more="")]
+    parts = textwrap.wrap(last, room, break_on_hyphens=False) or [""]
+    return [f"{head}{parts[0]}".rstrip(), *(" " * len(head) + part for part in parts[1:])]
 
 
 def fit(text: str, wide: bool, indent: str = "", more: str = "    ") -> list[str]:
@@ -90,7 +145,7 @@ def fit(text: str, wide: bool, indent: str = "", more: str = "    ") -> list[str
         return [indent + text]
     return textwrap.wrap(
         text,
-        WIDTH,
+        width(),
         initial_indent=indent,
         subsequent_indent=indent + more,
         break_on_hyphens=False,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import logging
 import os
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import identity
 from keystoneauth1 import loading as ks_loading
 
 from nova_orphans import exits
@@ -20,6 +22,9 @@ from nova_orphans.observe.errors import (
     NovaUnreachable,
 )
 from nova_orphans.observe.nova.api import MICROVERSION
+from nova_orphans.observe.reasons import short_reason
+
+LOG = logging.getLogger(__name__)
 
 
 class CredentialsMissing(NovaOrphansError):
@@ -36,6 +41,7 @@ class KeystoneTransport:
         self._adapter = adapter
         #: Nova's clock: the HTTP Date of the last answer (None when it had none).
         self.date: datetime.datetime | None = None
+        self._region_told = False
 
     @property
     def adapter(self) -> ks_adapter.Adapter:
@@ -55,7 +61,7 @@ class KeystoneTransport:
         except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
             raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            raise NovaUnreachable(endpoint=self._endpoint(), reason=one_line(exc)) from exc
+            raise NovaUnreachable(endpoint=self._endpoint(), reason=short_reason(exc)) from exc
         except ks_exc.ClientException as exc:
             raise NovaError(reason=one_line(exc)) from exc
         self.date = _http_date(response.headers.get("Date"))
@@ -73,15 +79,74 @@ class KeystoneTransport:
             raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
             auth_url = getattr(self._adapter.session.auth, "auth_url", None) or "Keystone"
-            raise KeystoneUnreachable(auth_url=auth_url, reason=one_line(exc)) from exc
+            raise KeystoneUnreachable(auth_url=auth_url, reason=short_reason(exc)) from exc
+        except ks_exc.EndpointNotFound as exc:
+            raise NovaError(reason=f"{where(self._adapter)}: {one_line(exc)}") from exc
         except ks_exc.ClientException as exc:
             raise NovaError(reason=one_line(exc)) from exc
+        if not self._region_told:
+            self._region_told = True
+            tell_chosen_region(self._adapter)
 
     def _endpoint(self) -> str:
         try:
-            return str(self._adapter.get_endpoint())
+            url = str(self._adapter.get_endpoint())
         except ks_exc.ClientException:
-            return "the configured endpoint"
+            url = "the configured endpoint"
+        region = self._adapter.region_name or next(
+            (r for r, u in catalog_regions(self._adapter) if u.rstrip("/") == url.rstrip("/")),
+            None,
+        )
+        return f"{url} (region {region})" if region else url
+
+
+def where(adapter: ks_adapter.Adapter) -> str:
+    """The service type, interface and region an adapter looks its endpoint up by."""
+    region = adapter.region_name or "any region"
+    return f"{adapter.service_type} ({adapter.interface or 'public'} interface, {region})"
+
+
+def catalog_regions(adapter: ks_adapter.Adapter) -> list[tuple[str, str]]:
+    """``[(region, url)]`` of the catalog's endpoints for the adapter's service and
+    interface, in the catalog's order; empty without a catalog (an endpoint-only setup)."""
+    auth = adapter.auth or adapter.session.auth
+    if not isinstance(auth, identity.BaseIdentityPlugin):
+        return []
+    try:
+        catalog = auth.get_access(adapter.session).service_catalog
+        found = catalog.get_endpoints(
+            service_type=adapter.service_type, interface=adapter.interface or "public"
+        )
+    except ks_exc.ClientException:
+        return []
+    return [
+        (str(e.get("region_id") or e.get("region") or "?"), str(e.get("url")))
+        for endpoints in found.values()
+        for e in endpoints
+        if e
+    ]
+
+
+def tell_chosen_region(adapter: ks_adapter.Adapter) -> None:
+    """With several regions in the catalog and none named, log (once) the one in use.
+
+    NOTE: keystoneauth then takes the catalog's first endpoint: another region's Nova
+    would answer for another cloud's hosts; the operator must see which one it was.
+    """
+    if adapter.region_name or adapter.endpoint_override:
+        return
+    regions = catalog_regions(adapter)
+    names = list(dict.fromkeys(region for region, _ in regions))
+    if len(names) > 1:
+        chosen, url = regions[0]
+        LOG.warning(
+            "the catalog offers %s in regions %s and none is named ([nova] region_name, "
+            "clouds.yaml region_name or OS_REGION_NAME): using %s at %s",
+            adapter.service_type,
+            ", ".join(names),
+            chosen,
+            url,
+        )
 
 
 def _http_date(value: str | None) -> datetime.datetime | None:
@@ -115,7 +180,11 @@ def transport_from_conf(conf: Any, group: str = "nova") -> KeystoneTransport:
             f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
         )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
-    adapter = ks_loading.load_adapter_from_conf_options(conf, group, session=session, auth=auth)
+    # NOTE: as the openstack client, OS_REGION_NAME names the region the file does not.
+    region = section.region_name or os.environ.get("OS_REGION_NAME", "").strip() or None
+    adapter = ks_loading.load_adapter_from_conf_options(
+        conf, group, session=session, auth=auth, region_name=region
+    )
     return KeystoneTransport(adapter)
 
 
@@ -125,7 +194,9 @@ def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
     from openstack import exceptions as os_exc
 
     try:
-        region = os_config.OpenStackConfig().get_one(cloud=cloud)
+        region = os_config.OpenStackConfig().get_one(
+            cloud=cloud, region_name=os.environ.get("OS_REGION_NAME", "").strip() or None
+        )
     except os_exc.ConfigException as exc:
         raise CredentialsMissing(f"clouds.yaml: {one_line(exc)}") from exc
     # NOTE: a plain keystoneauth adapter on the cloud's session: the same transport

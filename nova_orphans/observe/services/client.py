@@ -11,9 +11,11 @@ from typing import Any, Protocol
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import identity
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError, one_line
+from nova_orphans.observe.reasons import short_reason
 
 
 class ServiceError(NovaOrphansError):
@@ -35,25 +37,39 @@ class Client(Protocol):
 
 
 class KeystoneClient:
-    """``Client`` over a keystoneauth adapter (the service catalog, or a configured endpoint)."""
+    """``Client`` over a keystoneauth adapter (the service catalog, or a configured endpoint);
+    ``adapter`` None: the service is not configured (no catalog and no endpoint of its own)."""
 
-    def __init__(self, adapter: ks_adapter.Adapter, name: str) -> None:
+    def __init__(
+        self, adapter: ks_adapter.Adapter | None, name: str, option: str = "endpoint"
+    ) -> None:
         self._adapter = adapter
         self.name = name
+        self._option = option
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """GET ``path`` relative to the service's endpoint."""
-        service = self._adapter.service_type
+        if self._adapter is None:
+            raise ServiceError(
+                f"{self.name} not configured: [nova] names an endpoint, not a service "
+                f"catalog; set [services] {self._option}"
+            )
+        adapter = self._adapter
+        region = f"region {adapter.region_name}" if adapter.region_name else "any region"
         try:
-            response = self._adapter.get(
+            response = adapter.get(
                 path, raise_exc=False, headers={"Accept": "application/json", **(headers or {})}
             )
         except ks_exc.EndpointNotFound as exc:
             raise ServiceError(
-                f"{self.name}: no {service} endpoint in the service catalog ({one_line(exc)})"
+                f"{self.name}: no {adapter.service_type} endpoint in the service catalog "
+                f"({adapter.interface} interface, {region})"
             ) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            raise ServiceError(f"{self.name} unreachable: {one_line(exc)}") from exc
+            raise ServiceError(
+                f"{self.name} unreachable at {_url(adapter)} ({adapter.service_type}, "
+                f"{region}): {short_reason(exc)}"
+            ) from exc
         except ks_exc.ClientException as exc:
             raise ServiceError(f"{self.name}: {one_line(exc)}") from exc
         try:
@@ -63,14 +79,28 @@ class KeystoneClient:
         return response.status_code, body
 
 
+def _url(adapter: ks_adapter.Adapter) -> str:
+    try:
+        return str(adapter.get_endpoint())
+    except ks_exc.ClientException:
+        return "its endpoint"
+
+
 def sibling(
     base: ks_adapter.Adapter, service_type: str, endpoint: str | None
-) -> ks_adapter.Adapter:
-    """An adapter for ``service_type`` on ``base``'s session, auth, interface and region.
+) -> ks_adapter.Adapter | None:
+    """An adapter for ``service_type`` on ``base``'s session, auth, interface and region;
+    None when the service is not configured.
 
     NOTE: one session, one token: the service is found in the same catalog as Nova,
-    unless ``endpoint`` (from the configuration) names it.
+    unless ``endpoint`` (from the configuration) names it. Credentials without a catalog
+    (``admin_token`` with Nova's ``endpoint``) hand that one endpoint out for every
+    service type: such a service has no endpoint of its own, and is never asked at
+    Nova's.
     """
+    auth = base.auth or base.session.auth
+    if not endpoint and not isinstance(auth, identity.BaseIdentityPlugin):
+        return None
     return ks_adapter.Adapter(
         session=base.session,
         auth=base.auth,

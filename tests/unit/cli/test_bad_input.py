@@ -14,7 +14,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import os
 import pathlib
+import signal
+import sqlite3
 import subprocess
 import sys
 
@@ -42,6 +45,8 @@ class Case:
     default: str = ""
     agent: str = ""
     nova: str = f"auth_type = admin_token\nendpoint = {NOVA_DOWN}\ntoken = t\ntimeout = 2\n"
+    #: A name of ``PREPARE``: what to lay on disk before the command runs.
+    prepare: str = ""
 
 
 def case(name, argv, code, *words, **conf):
@@ -317,7 +322,396 @@ CASES = [
     case(
         "fleet audit: Nova unreachable", f"fleet audit {C} --hosts cmp-1", ERROR, "Nova unreachable"
     ),
+    # Numbers no clock, timer or database can hold.
+    case("history: --limit 10**30", f"history {C} --limit {10**30}", USAGE, "--limit", "at most"),
+    case("history: --limit 0", f"history {C} --limit 0", USAGE, "--limit", "'0'"),
+    case("history: --limit 1e3", f"history {C} --limit 1e3", USAGE, "'1e3' is not a whole"),
+    case(
+        "fleet audit: --concurrency 10**30",
+        f"fleet audit {C} --concurrency {10**30}",
+        USAGE,
+        "--concurrency",
+        "at most",
+    ),
+    case("fleet audit: --concurrency 2000", f"fleet audit {C} --concurrency 2000", USAGE, "1024"),
+    case("fleet audit: --timeout 1e300", f"fleet audit {C} --timeout 1e300", USAGE, "at most"),
+    case("fleet audit: --timeout 1e999", f"fleet audit {C} --timeout 1e999", USAGE, "finite"),
+    case(
+        "fleet audit: --max-age 10**40",
+        f"fleet audit {C} --reports {{tmp}} --max-age {10**40}",
+        USAGE,
+        "--max-age",
+    ),
+    case("purge: --older-than 1e400", f"purge {C} --older-than 1e400", USAGE, "between 0 and"),
+    case(
+        "run: [agent] interval = 10**30",
+        f"run --once {C} {W}",
+        USAGE,
+        "[agent] interval",
+        agent=f"interval = {10**30}\n",
+    ),
+    case(
+        "run: [agent] grace_period = 10**30",
+        f"run --once {C} {W}",
+        USAGE,
+        "grace_period",
+        agent=f"grace_period = {10**30}\n",
+    ),
+    case(
+        "run: [agent] stop_timeout = 10**30",
+        f"run --once {C} {W}",
+        USAGE,
+        "stop_timeout",
+        agent=f"stop_timeout = {10**30}\n",
+    ),
+    case(
+        "fleet audit: [fleet] concurrency = 10**30",
+        f"fleet audit {C} --hosts cmp-1",
+        USAGE,
+        "[fleet] concurrency",
+        default=f"[fleet]\nconcurrency = {10**30}\n",
+    ),
+    case(
+        "fleet audit: [fleet] timeout = 1e300",
+        f"fleet audit {C} --hosts cmp-1",
+        USAGE,
+        "[fleet] timeout",
+        default="[fleet]\ntimeout = 1e300\n",
+    ),
+    case(
+        "audit: [nova] timeout = 10**30",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] timeout",
+        nova=f"auth_type = admin_token\nendpoint = {NOVA_DOWN}\ntoken = t\ntimeout = {10**30}\n",
+    ),
+    # URI templates: only {host}, checked before any host is tried.
+    case(
+        "fleet audit: template with {x}",
+        f"fleet audit {C} --hosts cmp-1 --uri-template qemu+ssh://{{host}}/{{x}}",
+        USAGE,
+        "--uri-template",
+        "{x} is not a placeholder",
+    ),
+    case(
+        "fleet audit: template with a lone brace",
+        f"fleet audit {C} --hosts cmp-1 --uri-template qemu+ssh://{{host}}/{{",
+        USAGE,
+        "unmatched brace",
+    ),
+    case(
+        "fleet audit: template with {host!r}",
+        f"fleet audit {C} --hosts cmp-1 --uri-template qemu+ssh://{{host!r}}/system",
+        USAGE,
+        "{host!r}",
+    ),
+    case(
+        "fleet audit: template with {0}",
+        f"fleet audit {C} --hosts cmp-1 --uri-template qemu+ssh://{{0}}/system",
+        USAGE,
+        "{0}",
+    ),
+    case(
+        "fleet audit: [fleet] uri_template with {region}",
+        f"fleet audit {C} --hosts cmp-1",
+        USAGE,
+        "[fleet] uri_template",
+        "{region}",
+        default="[fleet]\nuri_template = qemu+ssh://{host}/{region}\n",
+    ),
+    # --config-dir and --log-file.
+    case(
+        "audit: missing --config-dir",
+        f"audit {C} {W} --config-dir {{tmp}}/none",
+        USAGE,
+        "--config-dir",
+        "{tmp}/none",
+    ),
+    case(
+        "audit: --config-dir is a file",
+        f"audit {C} {W} --config-dir {{conf}}",
+        USAGE,
+        "--config-dir",
+    ),
+    case(
+        "history: --config-dir with a non-UTF-8 file",
+        f"history {C} --config-dir {{tmp}}/conf.d",
+        USAGE,
+        "{tmp}/conf.d/bad.conf",
+        "line 2",
+        prepare="bad conf.d",
+    ),
+    case(
+        "audit: --log-file in a missing directory",
+        f"audit {C} {W} --log-file {{tmp}}/none/x.log",
+        USAGE,
+        "--log-file",
+    ),
+    case(
+        "history: --log-file is a directory",
+        f"history {C} --log-file {{tmp}}/etc",
+        USAGE,
+        "--log-file",
+    ),
+    # Files that are no config file, or not UTF-8.
+    case(
+        "audit: non-UTF-8 config",
+        f"audit {C} {W}",
+        USAGE,
+        "line 3",
+        "not UTF-8",
+        prepare="non-UTF-8 conf",
+    ),
+    case(
+        "run: non-UTF-8 config", f"run --once {C} {W}", USAGE, "not UTF-8", prepare="non-UTF-8 conf"
+    ),
+    case("history: non-UTF-8 config", f"history {C}", USAGE, "not UTF-8", prepare="non-UTF-8 conf"),
+    case(
+        "fleet audit: non-UTF-8 config",
+        f"fleet audit {C}",
+        USAGE,
+        "not UTF-8",
+        prepare="non-UTF-8 conf",
+    ),
+    case(
+        "audit: non-UTF-8 nova.conf",
+        f"audit {C} {W}",
+        USAGE,
+        "{tmp}/etc/nova.conf",
+        "not UTF-8",
+        default="nova_config_file = {tmp}/etc/nova.conf\n",
+        prepare="non-UTF-8 nova.conf",
+    ),
+    case(
+        "audit: config is a FIFO",
+        f"audit --config-file {{tmp}}/fifo {W}",
+        USAGE,
+        "a FIFO",
+        prepare="fifo",
+    ),
+    case(
+        "history: config is a FIFO",
+        "history --config-file {tmp}/fifo",
+        USAGE,
+        "a FIFO",
+        prepare="fifo",
+    ),
+    case(
+        "run: config is a FIFO",
+        f"run --once --config-file {{tmp}}/fifo {W}",
+        USAGE,
+        "a FIFO",
+        prepare="fifo",
+    ),
+    case(
+        "audit: config is /dev/zero",
+        f"audit --config-file /dev/zero {W}",
+        USAGE,
+        "character device",
+    ),
+    case(
+        "purge: config is /dev/null",
+        "purge --config-file /dev/null --older-than 1",
+        USAGE,
+        "character device",
+    ),
+    case(
+        "audit: config is a directory", f"audit --config-file {{tmp}}/etc {W}", USAGE, "a directory"
+    ),
+    case(
+        "audit: nova_config_file is a FIFO",
+        f"audit {C} {W}",
+        USAGE,
+        "{tmp}/fifo",
+        "a FIFO",
+        default="nova_config_file = {tmp}/fifo\n",
+        prepare="fifo",
+    ),
+    case(
+        "audit: nova_config_dir holds a FIFO",
+        f"audit {C} {W}",
+        USAGE,
+        "a FIFO",
+        default="nova_config_dir = {tmp}/nova.d\n",
+        prepare="fifo in nova.d",
+    ),
+    # oslo.log's options are named in their file, never as a command-line flag.
+    case(
+        "audit: debug = maybe",
+        f"audit {C} {W}",
+        USAGE,
+        "[DEFAULT] debug = maybe",
+        default="debug = maybe\n",
+    ),
+    case(
+        "run: debug = maybe",
+        f"run --once {C} {W}",
+        USAGE,
+        "[DEFAULT] debug = maybe",
+        default="debug = maybe\n",
+    ),
+    case(
+        "history: use_stderr = perhaps",
+        f"history {C}",
+        USAGE,
+        "use_stderr = perhaps",
+        default="use_stderr = perhaps\n",
+    ),
+    case(
+        "history --debug: debug = maybe",
+        f"history --debug {C}",
+        USAGE,
+        "[DEFAULT] debug = maybe",
+        default="debug = maybe\n",
+    ),
+    # Journals of another schema, or no journal at all.
+    case(
+        "history: journal of a newer schema",
+        f"history {C}",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "quarantine list: journal of a newer schema",
+        f"quarantine list {C}",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "restore: journal of a newer schema",
+        f"restore {C} {UNKNOWN_UUID}",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "release: journal of a newer schema",
+        f"release {C} {UNKNOWN_UUID}",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "purge: journal of a newer schema",
+        f"purge {C} --older-than 1",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "run: journal of a newer schema",
+        f"run --once {C} {W}",
+        USAGE,
+        "schema version 2",
+        prepare="newer journal",
+    ),
+    case(
+        "history: journal that is no database",
+        f"history {C}",
+        USAGE,
+        "journal.sqlite",
+        prepare="garbage journal",
+    ),
+    case(
+        "quarantine list: journal that is no database",
+        f"quarantine list {C}",
+        USAGE,
+        "journal.sqlite",
+        prepare="garbage journal",
+    ),
+    # More of the command line.
+    case("sample-config: --config-file", "sample-config --config-file x", USAGE, "--config-file"),
+    case("nova-policy: --format", "nova-policy --format json", USAGE, "--format"),
+    case("demo: --format yaml", "demo --wide --format yaml", USAGE, "'yaml'"),
+    case(
+        "fleet audit: --max-age without --reports",
+        f"fleet audit {C} --max-age 5",
+        USAGE,
+        "--max-age applies only with --reports",
+    ),
+    case(
+        "fleet audit: --reports with --uri-template",
+        f"fleet audit {C} --reports {{tmp}} --uri-template q://{{host}}/x",
+        USAGE,
+        "not with --reports",
+    ),
+    # FIFOs where a file is written or a journal read: refused, never waited on.
+    case(
+        "fleet audit: --metrics-textfile is a FIFO",
+        f"fleet audit {C} --hosts cmp-1 --metrics-textfile {{tmp}}/fifo",
+        USAGE,
+        "--metrics-textfile",
+        "a FIFO",
+        prepare="fifo",
+    ),
+    case(
+        "run: [metrics] textfile is a FIFO",
+        f"run --once {C} {W}",
+        USAGE,
+        "textfile",
+        "a FIFO",
+        default="[metrics]\ntextfile = {tmp}/fifo\n",
+        prepare="fifo",
+    ),
+    case(
+        "run: journal_path is a FIFO",
+        f"run --once {C} {W}",
+        USAGE,
+        "{tmp}/fifo is not a regular file",
+        agent="journal_path = {tmp}/fifo\n",
+        prepare="fifo",
+    ),
+    case(
+        "restore: journal_path is a FIFO",
+        f"restore {C} {UNKNOWN_UUID}",
+        USAGE,
+        "{tmp}/fifo is not a regular file",
+        agent="journal_path = {tmp}/fifo\n",
+        prepare="fifo",
+    ),
+    case("quarantine: unknown verb", "quarantine show", USAGE, "'show'"),
+    case("fleet: unknown verb", "fleet scan", USAGE, "'scan'"),
 ]
+
+
+def _non_utf8_conf(site: pathlib.Path) -> None:
+    conf = site / "etc" / "nova-orphans.conf"
+    lines = conf.read_bytes().split(b"\n")
+    conf.write_bytes(b"\n".join([*lines[:2], b"# caf\xe9 (Latin-1)", *lines[2:]]))
+
+
+def _bad_conf_d(site: pathlib.Path) -> None:
+    (site / "conf.d").mkdir()
+    (site / "conf.d" / "bad.conf").write_bytes(b"[DEFAULT]\n# \xff\n")
+
+
+def _newer_journal(site: pathlib.Path) -> None:
+    db = sqlite3.connect(site / "state" / "journal.sqlite")
+    db.execute("PRAGMA user_version = 2")
+    db.close()
+
+
+def _fifo_in_nova_d(site: pathlib.Path) -> None:
+    (site / "nova.d").mkdir()
+    os.mkfifo(site / "nova.d" / "nova.conf")
+
+
+#: What a case lays on disk before it runs (after its config is written).
+PREPARE = {
+    "non-UTF-8 conf": _non_utf8_conf,
+    "non-UTF-8 nova.conf": lambda site: (site / "etc" / "nova.conf").write_bytes(
+        b"[DEFAULT]\nhost = caf\xe9\n"
+    ),
+    "bad conf.d": _bad_conf_d,
+    "fifo": lambda site: os.mkfifo(site / "fifo"),
+    "fifo in nova.d": _fifo_in_nova_d,
+    "newer journal": _newer_journal,
+    "garbage journal": lambda site: (site / "state" / "journal.sqlite").write_bytes(
+        b"this is no sqlite database, only text long enough for a header " * 8
+    ),
+}
 
 
 def write_case_conf(site: pathlib.Path, c: Case, port: int) -> str:
@@ -358,11 +752,13 @@ def snapshot(root: pathlib.Path) -> dict[str, tuple[int, str]]:
 @pytest.mark.parametrize("c", CASES)
 def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, busy_port, capsys, c):
     conf = write_case_conf(site, c, busy_port)
+    if c.prepare:
+        PREPARE[c.prepare](site)
     fill = {"conf": conf, "world": f"test://{site / 'node.xml'}", "tmp": str(site),
             "port": str(busy_port)}  # fmt: skip
     argv = [fill_in(a, fill) for a in c.argv]
     before = snapshot(site)
-    code = cli.main(argv)
+    code = run_with_alarm(argv)
     out, err = capsys.readouterr()
     assert code == c.code, err
     assert out == ""
@@ -375,7 +771,22 @@ def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, bus
     assert snapshot(site) == before
 
 
-def test_the_tour_covers_every_sub_command_with_forty_cases():
+def run_with_alarm(argv: list[str]) -> int:
+    """``cli.main(argv)``, failed after 60 s: a FIFO or a device must not hang a command."""
+
+    def hung(*_: object) -> None:
+        raise AssertionError(f"nova-orphans {' '.join(argv)} hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        return cli.main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_tour_covers_every_sub_command_with_a_hundred_cases():
     commands = {c.values[0].argv[0] if c.values[0].argv else "" for c in CASES}
     assert {
         "audit",
@@ -386,8 +797,12 @@ def test_the_tour_covers_every_sub_command_with_forty_cases():
         "restore",
         "purge",
         "fleet",
+        "release",
+        "sample-config",
+        "systemd-unit",
+        "nova-policy",
     } <= commands
-    assert len(CASES) >= 40
+    assert len(CASES) >= 100
 
 
 # --- Bad configs and unreachable services, one command at a time. ----------------------
