@@ -1,9 +1,12 @@
 """Bring the last view of Nova up to date from what changed since. Pure.
 
 The agent keeps its last ``NovaView`` of the host, the domains it was compared with, and
-the time (Nova's clock) from which a change may be missing from it. Nova then lists what
-changed since that time (``changes-since``: changed and deleted rows), and this module
-works out the new view — or why only a full look can be trusted.
+the time (Nova's clock) from which a change may be missing from it. Nova then answers what
+concerns this host only: its plain listing (a server missing from it left, or was deleted),
+the changes of its servers since that time (``changes-since``: changed and deleted rows),
+and, for each record kept of a server elsewhere (``to_watch``), whether that server changed.
+This module works out the new view from those answers — or why only a full look can be
+trusted. Nothing asked depends on the rest of the cloud.
 """
 
 from __future__ import annotations
@@ -52,18 +55,41 @@ class Update:
     migrations: tuple[Migration, ...] | None = None
 
 
+def to_watch(base: Baseline, domains: frozenset[str]) -> frozenset[str]:
+    """The domains whose kept record only a question about their own server can keep true.
+
+    NOTE: a record of a server on this host changes with a row the host's change listing
+    shows, and a deleted row never changes again (archival aside, see
+    ``bring_up_to_date``); but a server live (or SOFT_DELETED) on another host, or a UUID
+    Nova had no record of, changes where nothing asked about this host shows it.
+    """
+    host = base.view.host
+    return frozenset(
+        u
+        for u, record in base.view.lookups.items()
+        if u in domains and u in base.earlier and base.earlier[u] == record
+        and (record is None or (not record.deleted and record.host != host))
+    )  # fmt: skip
+
+
 def bring_up_to_date(
     base: Baseline,
     domains: frozenset[str],
-    changed: Iterable[str],
+    listed: Iterable[str],
     changed_here: Mapping[str, Server],
+    changed_elsewhere: Iterable[str] = (),
     details_for: Iterable[str] = (),
 ) -> Update | str:
     """The view after the changes, or a sentence saying why a full look is needed.
 
-    ``changed``: every server (of any host) Nova changed or deleted since
-    ``base.since``; ``changed_here``: the full records of those Nova places on the
-    host. NOTE: a server row that did not change still says what it said (Nova bumps
+    ``listed``: the UUIDs of the host's plain listing now (the servers Nova manages
+    here); ``changed_here``: the full records of the servers on the host Nova changed
+    or deleted since ``base.since``; ``changed_elsewhere``: those of ``to_watch`` whose
+    server changed since. A server of the last view missing from the listing and from
+    the changes left the host (moved, shelved, or deleted and archived): it is changed.
+    A server listed that was neither in the last view nor among the changes arrived
+    without a change Nova shows: the clocks are in doubt, only a full look is trusted.
+    NOTE: a server row that did not change still says what it said (Nova bumps
     a row's ``updated_at`` with every change of its host, states or deletion, and a
     server created since is a change), so the last view's answers about unchanged
     servers are carried over: the servers Nova manages here — but for a domain of such
@@ -76,7 +102,15 @@ def bring_up_to_date(
     that was not in the last view is looked up.
     """
     host = base.view.host
-    changed = set(changed) | changed_here.keys()
+    listed = frozenset(listed)
+    unseen = sorted(listed - base.view.servers_here.keys() - changed_here.keys())
+    if unseen:
+        return (
+            f"{len(unseen)} server(s) Nova now places here show no change since "
+            f"{base.since.isoformat()} (e.g. {unseen[0]})"
+        )
+    departed = base.view.servers_here.keys() - listed - changed_here.keys()
+    changed = departed | set(changed_elsewhere) | changed_here.keys()
     here = {u: s for u, s in base.view.servers_here.items() if u not in changed}
     here.update({u: s for u, s in changed_here.items() if managed_here(s, host)})
     vanished = sorted((base.domains - domains) & here.keys())

@@ -137,19 +137,24 @@ class NovaObserver(NovaEndpoints):
         servers_here: dict[str, Server],
         lookups: dict[str, Server | None],
         domains: set[str] | frozenset[str],
-        every_cell: bool = False,
         migrations: tuple[Migration, ...] | None = None,
+        host_cell_answered: bool = False,
+        kept: frozenset[str] = frozenset(),
     ) -> NovaView:
         """Add the migrations when anything needs explaining; check that the cells answered.
 
-        ``every_cell``: the view rests on a listing of the whole cloud (changes-since);
-        ``migrations``: still true from an earlier look (None: asked when needed).
+        ``migrations``: still true from an earlier look (None: asked when needed);
+        ``host_cell_answered``: a listing already showed that the host's cell answers;
+        ``kept``: the lookups carried over from earlier looks, whose cells answered then.
         """
         if migrations is None:
             migrations = self.migrations_needed(host, servers_here, lookups, domains)
         # NOTE: the host's own cell must answer for the host listings to hold, and
         # every cell for "Nova has no record"; asked last, after every listing.
-        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
+        if any(record is None for u, record in lookups.items() if u not in kept):
+            self.require_cells_answer()
+        elif not host_cell_answered:
+            self.require_cells_answer(host)
         return NovaView(host, servers_here, lookups, migrations)
 
     def migrations_needed(

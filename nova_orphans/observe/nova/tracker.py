@@ -30,7 +30,13 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from nova_orphans.core.model import NovaView, Server
-from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
+from nova_orphans.core.nova_delta import (
+    FULL_LOOK_EVERY,
+    Baseline,
+    Update,
+    bring_up_to_date,
+    to_watch,
+)
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import parse_server
 from nova_orphans.observe.nova.observer import NovaObserver
@@ -49,6 +55,8 @@ class NovaTracker:
         self._baseline: Baseline | None = None
         self._doubt: str | None = "no earlier view"
         self._last_start: datetime.datetime | None = None
+        #: How far Nova's ``Date`` ran ahead of its newest service report, last measured.
+        self._ahead: datetime.timedelta | None = None
         #: Whether the last view was a full look (for the logs and the tests).
         self.last_was_full = True
         #: The domains whose record the last view kept from an earlier one (for the tests).
@@ -89,25 +97,37 @@ class NovaTracker:
     def _incremental(
         self, base: Baseline, domains: frozenset[str], details_for: Iterable[str]
     ) -> NovaView | str:
+        """The view from what concerns this host only (docs/design.md §8).
+
+        NOTE: the host's plain listing shows what left (a server of the last view
+        missing from it), its change listing what changed on it, and one question per
+        record kept of a server elsewhere whether that one changed: none of them
+        grows with the rest of the cloud.
+        """
         host = base.view.host
-        changed = self._nova.changed_since(base.since)
+        listed = self._nova.summaries_on_host(host)
         changed_here = self._changed_on_host(host, base.since)
-        update = bring_up_to_date(base, domains, changed, changed_here, details_for)
+        elsewhere = {u for u in sorted(to_watch(base, domains))
+                     if self._nova.changed_since(base.since, uuid=u)}  # fmt: skip
+        update = bring_up_to_date(base, domains, listed, changed_here, elsewhere, details_for)
         if isinstance(update, str):
             return update
         self.kept = frozenset(update.kept)
-        return self._finish(host, update, domains)
+        return self._finish(host, update, domains, listed=bool(listed))
 
-    def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
+    def _finish(self, host: str, update: Update, domains: frozenset[str], listed: bool) -> NovaView:
         servers_here = dict(update.servers_here)
         looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
         lookups = {**update.kept, **looked_up}
-        # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
-        # cell it cannot reach in any filtered listing: every cell must answer
-        # (docs/design.md rule 17), or a server that moved into it looks unchanged.
+        # NOTE: Nova skips a cell it cannot reach in any filtered listing (docs/design.md
+        # rule 17). The host's servers all live in its cell: a listing that names any came
+        # from it, answering; an empty one is checked against the service listing. A
+        # fresh "no record" needs every cell, as in a full look (``finish``); a kept one
+        # was given with every cell answering, and its UUID asked about since.
         return self._nova.finish(
-            host, servers_here, lookups, domains, every_cell=True, migrations=update.migrations
-        )
+            host, servers_here, lookups, domains,
+            migrations=update.migrations, host_cell_answered=listed, kept=self.kept,
+        )  # fmt: skip
 
     def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
         """Full records of the servers on ``host`` changed since ``since`` (deleted too).
@@ -132,14 +152,21 @@ class NovaTracker:
     ) -> None:
         """Keep ``view`` for the next cycle; ``base``: the view before it."""
         started, reported = self._nova.first_answer_at, self._nova.newest_report_at
-        self.clock_ahead = (started - reported).total_seconds() if started and reported else None
+        if started is not None and reported is not None:
+            self._ahead = started - reported
+        elif full or base is None:
+            self._ahead = None
+        # NOTE: a steady cycle reads no service listing (it costs Nova every service of
+        # the cloud): it dates its changes from its own Date less the last measured
+        # lead of the API node's clock over the reports; a full look measures it again.
+        self.clock_ahead = self._ahead.total_seconds() if self._ahead is not None else None
         if started is None:
             self.invalidate("Nova's answers carry no Date")
             return
-        if reported is None:
+        if self._ahead is None:
             self.invalidate("Nova's service listing carries no report time")
             return
-        since = min(started, reported) - SAFETY_MARGIN
+        since = started - max(self._ahead, datetime.timedelta(0)) - SAFETY_MARGIN
         incremental = 0 if full or base is None else base.incremental + 1
         same_host = base is not None and base.view.host == view.host
         earlier = base.view.lookups if base is not None and same_host else {}
@@ -149,7 +176,7 @@ class NovaTracker:
             # NOTE: Nova's clock went back: its stamps and ours may not compare.
             self.invalidate(f"Nova's clock went back from {self._last_start} to {started}")
         self._last_start = started
-        off = _clocks_disagree(started, reported)
+        off = _clocks_disagree(started, reported) if reported is not None else None
         if off is not None:
             LOG.warning(
                 "Nova's clocks disagree, every look at Nova is full until they agree: %s", off
