@@ -166,7 +166,7 @@ class NovaTracker:
         if self._ahead is None:
             self.invalidate("Nova's service listing carries no report time")
             return
-        since = started - max(self._ahead, datetime.timedelta(0)) - SAFETY_MARGIN
+        since = min(started, started - self._ahead) - SAFETY_MARGIN
         incremental = 0 if full or base is None else base.incremental + 1
         same_host = base is not None and base.view.host == view.host
         earlier = base.view.lookups if base is not None and same_host else {}
