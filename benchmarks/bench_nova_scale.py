@@ -113,7 +113,9 @@ def register_rows(count: int) -> None:
     harness.cell_sql(
         f"INSERT INTO compute_nodes (created_at, updated_at, service_id, host, "
         f"hypervisor_hostname, uuid, {columns}) "
-        f"SELECT UTC_TIMESTAMP(), UTC_TIMESTAMP(), s.id, s.host, s.host, UUID(), {columns} "
+        "SELECT UTC_TIMESTAMP(), UTC_TIMESTAMP(), s.id, s.host, s.host, UUID(), "
+        + ", ".join(f"c.{c.strip()}" for c in columns.split(","))
+        + " "
         "FROM compute_nodes c, services s "
         f"WHERE c.hypervisor_hostname='host1' AND c.deleted=0 AND s.host LIKE '{CALIB}%'"
     )
