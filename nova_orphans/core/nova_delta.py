@@ -96,8 +96,9 @@ def bring_up_to_date(
     a server that vanished: nothing in Nova explains it, and only a full look is
     trusted then — and the record (or "no record") of each domain Nova does not
     manage here, once two looks in a row gave it. What ``changes-since`` cannot show
-    is an archived row (archival moves rows, changing no ``updated_at``): a kept
-    deleted record may have been archived since, until the next full look;
+    is an archived row (archival moves rows, changing no ``updated_at``): a server
+    here deleted and archived since is missing from the listing (looked up), but a
+    kept deleted record may have been archived since, until the next full look;
     re-verification before any step asks afresh (docs/design.md rule 5). A domain
     that was not in the last view is looked up.
     """

@@ -46,18 +46,26 @@ class NovaObserver(NovaEndpoints):
         self._lookups_at_once = max(1, lookups_at_once)
 
     def observe(
-        self, host: str, domain_uuids: Iterable[str], details_for: Iterable[str] = ()
+        self,
+        host: str,
+        domain_uuids: Iterable[str],
+        details_for: Iterable[str] = (),
+        cells_from_listing: bool = False,
     ) -> NovaView:
         """Everything Nova says about ``host`` and the domains found on it.
 
         ``details_for``: UUIDs whose full record is wanted even when the plain
         listing explains them (the deny-listed domains, whose findings show it).
+        ``cells_from_listing``: a host listing that names a server shows the host's
+        cell answered (``finish``), so no service listing is asked for it.
         """
         domains = set(domain_uuids)
         self._filters_proven = False
-        servers_here, lookups = self.explain_host(host, domains, details_for)
+        listing = self.summaries_on_host(host)
+        servers_here, lookups = self.explain_listing(host, domains, listing, details_for)
         self.prove_admin_filters()
-        return self.finish(host, servers_here, lookups, domains)
+        answered = cells_from_listing and bool(listing)
+        return self.finish(host, servers_here, lookups, domains, host_cell_answered=answered)
 
     def explain_host(
         self, host: str, domains: set[str] | frozenset[str], details_for: Iterable[str] = ()

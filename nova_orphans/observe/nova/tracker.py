@@ -1,15 +1,18 @@
 """The agent's view of Nova, kept from cycle to cycle and brought up to date from changes.
 
-A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers. The
-agent keeps its last view and, in the cycles between full looks, asks only for what changed
-since (``changes-since`` returns changed and deleted rows): the changed servers of the cloud and
-of this host, a lookup for each new domain and each domain of a changed server Nova does not
-manage here, and every cell's services; the last view's record of every other domain still
-holds (``core/nova_delta.py``). docs/design.md §8 ("Incremental agent cycles") gives the
-requests and why each holds.
+A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers and
+its orphans. The agent keeps its last view and, in the cycles between full looks, asks only
+about this host: its plain listing (a server of the last view missing from it left), the
+changes of its servers since the last look (``changes-since`` returns changed and deleted
+rows), one question per kept record of a server elsewhere or of none whether it changed, and
+a lookup for each new domain and each domain of a server that left or changed; the last
+view's record of every other domain still holds (``core/nova_delta.py``). Nothing it asks
+grows with the other hosts, their servers or their changes. docs/design.md §8 ("Incremental
+agent cycles") gives the requests and why each holds.
 
 Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look or
-the newest report time of a compute service in it, whichever is earlier, less
+the newest report time of a compute service in it (a steady cycle, which lists no services:
+its ``Date`` less the API node's lead last measured), whichever is earlier, less
 ``SAFETY_MARGIN`` (Nova's services stamp ``updated_at`` with their own clocks, and a change
 is committed a moment after it is stamped). NOTE: the ``Date`` is the clock of one API node,
 the ``updated_at`` a row gets is its writer's (mostly the conductors', the same that stamp
@@ -19,8 +22,8 @@ agree with the newest report within the margin, either way, or the next look is 
 warning says by how much; ``clock_ahead`` is published as a metric). A full look comes
 every ``full_every`` cycles and whenever anything is in doubt: no earlier view (start, or
 the last cycle failed), no ``Date`` from Nova, no report time, Nova's clock gone back or
-off its reports, a domain of a server Nova places here, unchanged, gone, or the caller
-saying so (``invalidate``).
+off its reports, a server listed here that shows no change, a domain of a server Nova
+places here, unchanged, gone, or the caller saying so (``invalidate``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ from nova_orphans.observe.nova.observer import NovaObserver
 LOG = logging.getLogger(__name__)
 
 SAFETY_MARGIN = datetime.timedelta(minutes=5)
+#: Full looks between two readings of the host's service listing for Nova's clocks (a day
+#: at the defaults). NOTE: Nova answers ``os-services?host=H`` from every compute service of
+#: every cell (services.py filters after reading them all): at 10,000 computes that one
+#: request costs Nova seconds, more than everything else a cycle asks.
+CLOCK_READ_EVERY = 24
 
 
 class NovaTracker:
@@ -57,6 +65,9 @@ class NovaTracker:
         self._last_start: datetime.datetime | None = None
         #: How far Nova's ``Date`` ran ahead of its newest service report, last measured.
         self._ahead: datetime.timedelta | None = None
+        #: Full looks since that measurement, and whether it found the clocks apart.
+        self._looks_since_clock = 0
+        self._clocks_apart = False
         #: Whether the last view was a full look (for the logs and the tests).
         self.last_was_full = True
         #: The domains whose record the last view kept from an earlier one (for the tests).
@@ -89,7 +100,9 @@ class NovaTracker:
         if view is None:
             LOG.info("a full look at Nova: %s", why)
             self._nova.restart_clock()
-            view = self._nova.observe(host, domain_uuids, details_for)
+            view = self._nova.observe(host, domain_uuids, details_for, cells_from_listing=True)
+            if self._clock_due() and self._nova.newest_report_at is None:
+                self._nova.compute_services(host)
         self._keep(view, domains, base, full=why is not None)
         self.last_was_full = why is not None
         return view
@@ -153,12 +166,15 @@ class NovaTracker:
         """Keep ``view`` for the next cycle; ``base``: the view before it."""
         started, reported = self._nova.first_answer_at, self._nova.newest_report_at
         if started is not None and reported is not None:
-            self._ahead = started - reported
-        elif full or base is None:
-            self._ahead = None
-        # NOTE: a steady cycle reads no service listing (it costs Nova every service of
-        # the cloud): it dates its changes from its own Date less the last measured
-        # lead of the API node's clock over the reports; a full look measures it again.
+            self._ahead, self._looks_since_clock = started - reported, 0
+            self._clocks_apart = _clocks_disagree(started, reported) is not None
+        elif full and self._clock_due():
+            self._ahead = None  # NOTE: asked for, and no report time came
+        elif full:
+            self._looks_since_clock += 1
+        # NOTE: a look that reads no service listing (it costs Nova every service of the
+        # cloud) dates its changes from its own Date less the API node's lead over the
+        # reports last measured; a full look measures it again when due (``_clock_due``).
         self.clock_ahead = self._ahead.total_seconds() if self._ahead is not None else None
         if started is None:
             self.invalidate("Nova's answers carry no Date")
@@ -182,6 +198,17 @@ class NovaTracker:
                 "Nova's clocks disagree, every look at Nova is full until they agree: %s", off
             )
             self.invalidate(off)
+
+    def _clock_due(self) -> bool:
+        """Whether this full look must read a service report to measure Nova's clocks.
+
+        NOTE: at start, while they disagree, and every ``CLOCK_READ_EVERY`` full looks.
+        """
+        return (
+            self._ahead is None
+            or self._clocks_apart
+            or self._looks_since_clock + 1 >= CLOCK_READ_EVERY
+        )
 
 
 def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:

@@ -15,7 +15,7 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
-from nova_orphans.observe.nova.tracker import NovaTracker
+from nova_orphans.observe.nova.tracker import CLOCK_READ_EVERY, NovaTracker
 
 HOST, OTHER = "cmp-1", "cmp-2"
 META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")
@@ -691,3 +691,19 @@ def test_a_steady_cycles_requests_are_those_the_design_names() -> None:
     # the host's 50 servers less the two that left; the two changes still on it (the
     # rebooting one, and none other: the deleted one was archived)
     assert [rows for _, rows in seen[:2]] == [48, 1]
+
+
+def test_the_agents_full_looks_read_the_service_listing_only_to_measure_novas_clocks() -> None:
+    """``os-services?host=H`` costs Nova every compute service of the cloud: a full look whose
+    host listing named servers (its cell answered) reads it only when Nova's clocks are due
+    to be measured again: at start and every CLOCK_READ_EVERY full looks."""
+    h = Host(servers=3)
+    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+    read = []
+    for _ in range(2 * CLOCK_READ_EVERY + 1):
+        h.later()
+        h.nova.log.clear()
+        tracked = h.tracked()
+        read.append(any(p.startswith("/os-services?") for p in h.nova.log))
+        assert h.tracker.last_was_full and tracked == h.full()
+    assert [n for n, r in enumerate(read) if r] == [0, CLOCK_READ_EVERY, 2 * CLOCK_READ_EVERY]
