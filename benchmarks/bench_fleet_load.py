@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.nova_costs import DEFAULT_PATH
+from benchmarks.nova_costs import DEFAULT_PATH, records_in
 from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.observe.nova.observer import NovaObserver
@@ -170,8 +170,7 @@ def one_host(cycles: int, seed: int) -> list[Cycle]:
 
     def counting(path: str) -> tuple[int, Any]:
         status, body = real(path)
-        listed = body.get("servers", body.get("migrations", [])) if isinstance(body, dict) else []
-        asked.append((path, len(listed)))
+        asked.append((path, records_in(body)))
         return status, body
 
     nova.get = counting  # type: ignore[method-assign]

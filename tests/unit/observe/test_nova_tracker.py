@@ -664,9 +664,9 @@ def test_a_steady_cycle_asks_nova_the_same_whatever_the_other_hosts_and_their_ch
     requests, each answered with the same number of records."""
     small, large = steady_cycle_seen_by_nova(10), steady_cycle_seen_by_nova(100)
     assert small == large
-    assert not any(
-        "host=" not in path and "uuid=" not in path for path, _ in small
-    ), "a listing of the whole cloud"
+    assert not any("host=" not in path and "uuid=" not in path for path, _ in small), (
+        "a listing of the whole cloud"
+    )
     assert not any(path.startswith("/os-services?binary=nova-compute&") for path, _ in small)
 
 
