@@ -89,6 +89,8 @@ class Costs:
     migrations: Line
     services_all: Line
     services_of_host: Line
+    #: The identity check's hypervisor search, every cycle (``observe/nova/nodes.py``).
+    identity: Line
 
     @classmethod
     def load(cls) -> Costs:
@@ -100,7 +102,14 @@ class Costs:
 
         by_changed = scale["changes_since"]["by_changed"]
         rows = list(scale["services_and_nodes"].values())
-        computes = [r["compute services (both cells)"] for r in rows]
+
+        def by_computes(request: str) -> Line:
+            """A line against the compute services (and nodes) of the cloud."""
+            return line(
+                [(r["compute services (both cells)"], ms(r[request]))
+                 for r in rows if "server_ms" in r.get(request, {})]
+            )  # fmt: skip
+
         changed = [e["host2, detail"] for e in by_changed.values()]
         detail = data["server"]["servers/detail"]
         return cls(
@@ -113,18 +122,9 @@ class Costs:
             lookup=line([(1, ms(e)) for k, e in scale["lookup"].items() if "uuid filter" in k]),
             detail_listing=Line(detail["fixed_ms"], detail["per_record_ms"]),
             migrations=line([(0, ms(e)) for e in scale["os_migrations_by_host"].values()]),
-            services_all=line(
-                [
-                    (c, ms(r["os-services?binary=nova-compute"]))
-                    for c, r in zip(computes, rows, strict=True)
-                ]
-            ),
-            services_of_host=line(
-                [
-                    (c, ms(r["os-services?binary=nova-compute&host=host1"]))
-                    for c, r in zip(computes, rows, strict=True)
-                ]
-            ),
+            services_all=by_computes("os-services?binary=nova-compute"),
+            services_of_host=by_computes("os-services?binary=nova-compute&host=host1"),
+            identity=by_computes("os-hypervisors/detail?hypervisor_hostname_pattern=host1"),
         )
 
     def of(self, path: str, records: int, computes: int) -> float:
@@ -201,49 +201,52 @@ class Load:
 
 
 def now_load(cycles: list[Cycle], costs: Costs, hosts: int) -> Load:
-    computes = hosts
-    per_cycle = [sum(costs.of(p, n, computes) for p, n in c.asked) for c in cycles]
-    quiet = [
-        sum(costs.of(p, n, computes) for p, n in c.asked)
-        for c in cycles
-        if not c.full and all(n == 0 for p, n in c.asked if "changes-since" in p)
-    ]
+    """Today's design: the tracker's own requests, and the identity check's, every cycle."""
+    spent = [_cycle_ms(c.asked, costs, hosts) for c in cycles]
+    quiet = [ms for c, ms in zip(cycles, spent, strict=True) if _quiet(c)]
     return Load(
-        statistics.fmean(len(c.asked) for c in cycles),
-        statistics.fmean(per_cycle),
+        statistics.fmean(len(c.asked) + 1 for c in cycles),
+        statistics.fmean(spent),
         statistics.median(quiet) if quiet else math.nan,
     )
 
 
 def before_load(cycles: list[Cycle], costs: Costs, hosts: int, interval: float) -> Load:
-    """The design before: its full looks today's; its steady cycles modelled (module doc)."""
+    """The design before (module doc): the same cycles, asked as it asked them."""
     window = (interval + SAFETY_MARGIN.total_seconds()) / interval
     cloud_changed = round(hosts * GUESTS * CHANGING * window)
-    pages = cloud_changed // PAGE_SIZE + 1
-
-    def steady(c: Cycle) -> tuple[int, float]:
-        host_changes = [(p, n) for p, n in c.asked if p.startswith("/servers/detail?")]
-        ms = sum(costs.of(p, n, hosts) for p, n in host_changes)
-        ms += sum(
-            costs.cloud_changes.of(min(PAGE_SIZE, cloud_changed - k * PAGE_SIZE))
-            for k in range(pages)
-        )
-        ms += costs.services_all.of(hosts)
-        return pages + len(host_changes) + 1, ms
-
-    asked, spent = [], []
-    quiet = []
+    pages = [
+        min(PAGE_SIZE, cloud_changed - k * PAGE_SIZE) for k in range(cloud_changed // PAGE_SIZE + 1)
+    ]
+    asked: list[list[tuple[str, int]]] = []
     for c in cycles:
         if c.full:
-            asked.append(len(c.asked))
-            spent.append(sum(costs.of(p, n, hosts) for p, n in c.asked))
+            # NOTE: every full look ended with the host's service listing
+            kept = [(p, n) for p, n in c.asked if not p.startswith("/os-services?")]
+            asked.append(kept + [(f"/os-services?binary=nova-compute&host={HOST}", 1)])
             continue
-        n, ms = steady(c)
-        asked.append(n)
-        spent.append(ms)
-        if all(k == 0 for p, k in c.asked if "changes-since" in p):
-            quiet.append(ms)
-    return Load(statistics.fmean(asked), statistics.fmean(spent), statistics.median(quiet))
+        here = [(p, n) for p, n in c.asked if p.startswith(("/servers/detail?", "/os-migrations"))]
+        cloud = [
+            (f"/servers?all_tenants=1&changes-since=T&page={k}", n) for k, n in enumerate(pages)
+        ]
+        asked.append(cloud + here + [("/os-services?binary=nova-compute", hosts)])
+    spent = [_cycle_ms(a, costs, hosts) for a in asked]
+    quiet = [ms for c, ms in zip(cycles, spent, strict=True) if _quiet(c)]
+    return Load(
+        statistics.fmean(len(a) + 1 for a in asked),
+        statistics.fmean(spent),
+        statistics.median(quiet) if quiet else math.nan,
+    )
+
+
+def _cycle_ms(asked: list[tuple[str, int]], costs: Costs, hosts: int) -> float:
+    """Nova's milliseconds for one cycle's requests, the identity check's included."""
+    return costs.identity.of(hosts) + sum(costs.of(p, n, hosts) for p, n in asked)
+
+
+def _quiet(c: Cycle) -> bool:
+    """A steady cycle on a host where nothing changed."""
+    return not c.full and all(n == 0 for p, n in c.asked if "changes-since" in p)
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> None:
