@@ -36,6 +36,7 @@ import dataclasses
 import datetime
 import json
 import math
+import pathlib
 import random
 import statistics
 from collections.abc import Callable, Sequence
@@ -93,8 +94,8 @@ class Costs:
     identity: Line
 
     @classmethod
-    def load(cls) -> Costs:
-        data = json.loads(DEFAULT_PATH.read_text(encoding="utf-8"))
+    def load(cls, path: pathlib.Path = DEFAULT_PATH) -> Costs:
+        data = json.loads(path.read_text(encoding="utf-8"))
         scale = data["scale"]
 
         def ms(entry: dict[str, Any]) -> float:
@@ -255,8 +256,9 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
     parser.add_argument("--interval", type=float, default=600.0)
     parser.add_argument("--cycles", type=int, default=606)
     parser.add_argument("--seed", type=int, default=19)
+    parser.add_argument("--costs", type=pathlib.Path, default=DEFAULT_PATH)
     args = parser.parse_args(argv)
-    costs = Costs.load()
+    costs = Costs.load(args.costs)
     cycles = one_host(args.cycles, args.seed)
     out(f"{len(cycles)} host-cycles of {GUESTS} guests, 1 % changing per cycle, a full look "
         f"every {FULL_LOOK_EVERY}, {args.interval:.0f} s interval; Nova's own time")  # fmt: skip
