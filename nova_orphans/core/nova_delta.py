@@ -4,7 +4,8 @@ The agent keeps its last ``NovaView`` of the host, the domains it was compared w
 the time (Nova's clock) from which a change may be missing from it. Nova then answers what
 concerns this host only: its plain listing (a server missing from it left, or was deleted),
 the changes of its servers since that time (``changes-since``: changed and deleted rows),
-and, for each record kept of a server elsewhere (``to_watch``), whether that server changed.
+and, for each record kept of a domain Nova does not manage here (``to_watch``), whether its
+server changed.
 This module works out the new view from those answers — or why only a full look can be
 trusted. Nothing asked depends on the rest of the cloud.
 """
@@ -56,20 +57,18 @@ class Update:
 
 
 def to_watch(base: Baseline, domains: frozenset[str]) -> frozenset[str]:
-    """The domains whose kept record only a question about their own server can keep true.
+    """The domains whose record the last view may keep, once their server shows no change.
 
-    NOTE: a record of a server on this host changes with a row the host's change listing
-    shows, and a deleted row never changes again (archival aside, see
-    ``bring_up_to_date``); but a server live (or SOFT_DELETED) on another host, or a UUID
-    Nova had no record of, changes where nothing asked about this host shows it.
+    NOTE: every one of them: a record of a server on another host changes where nothing
+    asked about this host shows it, and one on this host can leave it between two looks
+    unseen (a SOFT_DELETED server restored and evacuated, a deleted row brought back by a
+    restored database and moved): neither the host's listing nor its changes name it then.
     """
-    host = base.view.host
     return frozenset(
         u
         for u, record in base.view.lookups.items()
         if u in domains and u in base.earlier and base.earlier[u] == record
-        and (record is None or (not record.deleted and record.host != host))
-    )  # fmt: skip
+    )
 
 
 def bring_up_to_date(

@@ -76,23 +76,14 @@ class NovaEndpoints:
             )
         self._filters_proven = True
 
-    def changed_since(self, since: datetime.datetime, uuid: str | None = None) -> set[str]:
-        """UUIDs of the servers Nova changed or deleted since ``since`` (of ``uuid`` only).
+    def changed_since(self, since: datetime.datetime) -> set[str]:
+        """UUIDs of every server of the cloud Nova changed or deleted since ``since``.
 
-        NOTE: the plain listing (ids only); ``changes-since`` returns deleted rows too
-        and compares each row's ``updated_at``. With ``uuid`` the answer is at most that
-        server, read through the ``uuid`` index whatever the cloud's size; without, it
-        is the changes of the whole cloud.
+        NOTE: the plain listing (ids only) without a host filter; ``changes-since``
+        returns deleted rows too and compares each row's ``updated_at``.
         """
-        query = {"all_tenants": "1", **({"uuid": uuid} if uuid else {})}
-        query["changes-since"] = isotime(since)
-        changed = {uuid_of(item) for item in self._paged("/servers", "servers", query)}
-        if uuid is not None and changed - {uuid}:
-            raise NovaBadAnswer(
-                request=f"the changes of {uuid}",
-                reason=f"Nova ignored the uuid filter (do the credentials have {FILTERS_RULE}?)",
-            )
-        return changed
+        query = {"all_tenants": "1", "changes-since": isotime(since)}
+        return {uuid_of(item) for item in self._paged("/servers", "servers", query)}
 
     def changes_on_host(self, host: str, since: datetime.datetime) -> Iterator[dict[str, Any]]:
         """Detail records of the servers on ``host`` changed since ``since``, deleted ones too."""

@@ -4,7 +4,7 @@ A full look (``NovaObserver.observe``) costs Nova in proportion to the host's se
 its orphans. The agent keeps its last view and, in the cycles between full looks, asks only
 about this host: its plain listing (a server of the last view missing from it left), the
 changes of its servers since the last look (``changes-since`` returns changed and deleted
-rows), one question per kept record of a server elsewhere or of none whether it changed, and
+rows), ``GET /servers/{id}`` of each kept record of a server elsewhere or of none, and
 a lookup for each new domain and each domain of a server that left or changed; the last
 view's record of every other domain still holds (``core/nova_delta.py``). Nothing it asks
 grows with the other hosts, their servers or their changes. docs/design.md §8 ("Incremental
@@ -102,7 +102,7 @@ class NovaTracker:
             self._nova.restart_clock()
             view = self._nova.observe(host, domain_uuids, details_for, cells_from_listing=True)
             if self._clock_due() and self._nova.newest_report_at is None:
-                self._nova.compute_services(host)
+                self._nova.require_cells_answer(host)
         self._keep(view, domains, base, full=why is not None)
         self.last_was_full = why is not None
         return view
@@ -113,15 +113,15 @@ class NovaTracker:
         """The view from what concerns this host only (docs/design.md §8).
 
         NOTE: the host's plain listing shows what left (a server of the last view
-        missing from it), its change listing what changed on it, and one question per
-        record kept of a server elsewhere whether that one changed: none of them
-        grows with the rest of the cloud.
+        missing from it), its change listing what changed on it, and ``GET
+        /servers/{id}`` of each record kept of a server elsewhere (or of none) whether
+        that one changed: none of them grows with the rest of the cloud.
         """
         host = base.view.host
         listed = self._nova.summaries_on_host(host)
         changed_here = self._changed_on_host(host, base.since)
         elsewhere = {u for u in sorted(to_watch(base, domains))
-                     if self._nova.changed_since(base.since, uuid=u)}  # fmt: skip
+                     if _changed(base.view.lookups[u], self._nova.show(u))}  # fmt: skip
         update = bring_up_to_date(base, domains, listed, changed_here, elsewhere, details_for)
         if isinstance(update, str):
             return update
@@ -209,6 +209,19 @@ class NovaTracker:
             or self._clocks_apart
             or self._looks_since_clock + 1 >= CLOCK_READ_EVERY
         )
+
+
+def _changed(kept: Server | None, shown: Server | None) -> bool:
+    """Whether ``GET /servers/{id}`` shows the server of a kept record changed since.
+
+    NOTE: asked of the server's own cell through its instance mapping (a down cell
+    answers partially at 2.69: ``show`` raises), not a filtered listing, which would
+    skip that cell and say "unchanged". The row's ``updated_at`` moves with every
+    change; 404 is no live record (none, deleted or archived).
+    """
+    if kept is None or kept.deleted or shown is None:
+        return (kept is None or kept.deleted) != (shown is None)
+    return (shown.updated_at, shown.host) != (kept.updated_at, kept.host)
 
 
 def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:
