@@ -556,6 +556,16 @@ class Bench:
 
         return self.timed(body)
 
+    def libvirt_scan(self) -> Run:
+        """A bare libvirt scan of the host (connection and every domain): the libvirt floor."""
+        start = time.perf_counter()
+        with LibvirtObserver.open(self.uri) as observer:
+            scanned = observer.list_domains()
+        wall = time.perf_counter() - start
+        if len(scanned) != len(self.planted.domains()):
+            raise SystemExit(f"the scan read {len(scanned)} domains")
+        return Run(wall, [], [])
+
     def hypervisor_servers(self) -> Run:
         """The host's servers as its hypervisor lists them (``with_servers``: UUID and name).
 
@@ -610,6 +620,7 @@ APPROACHES: dict[str, Callable[[Bench], Run]] = {
     "host listing, detail": lambda b: b.host_listing("/servers/detail"),
     "host listing, plain": lambda b: b.host_listing("/servers"),
     "host's hypervisor, servers": Bench.hypervisor_servers,
+    "bare libvirt scan": Bench.libvirt_scan,
     "agent cycle (dry run)": Bench.agent_cycle,
 }
 #: The agent's incremental cycle once nothing changed for ``SAFETY_MARGIN`` (run last).

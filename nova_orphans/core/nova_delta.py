@@ -1,9 +1,13 @@
 """Bring the last view of Nova up to date from what changed since. Pure.
 
 The agent keeps its last ``NovaView`` of the host, the domains it was compared with, and
-the time (Nova's clock) from which a change may be missing from it. Nova then lists what
-changed since that time (``changes-since``: changed and deleted rows), and this module
-works out the new view — or why only a full look can be trusted.
+the time (Nova's clock) from which a change may be missing from it. Nova then answers what
+concerns this host only: its plain listing (a server missing from it left, or was deleted),
+the changes of its servers since that time (``changes-since``: changed and deleted rows),
+and, for each record kept of a domain Nova does not manage here (``to_watch``), whether its
+server changed.
+This module works out the new view from those answers — or why only a full look can be
+trusted. Nothing asked depends on the rest of the cloud.
 """
 
 from __future__ import annotations
@@ -52,31 +56,61 @@ class Update:
     migrations: tuple[Migration, ...] | None = None
 
 
+def to_watch(base: Baseline, domains: frozenset[str]) -> frozenset[str]:
+    """The domains whose record the last view may keep, once their server shows no change.
+
+    NOTE: every one of them: a record of a server on another host changes where nothing
+    asked about this host shows it, and one on this host can leave it between two looks
+    unseen (a SOFT_DELETED server restored and evacuated, a deleted row brought back by a
+    restored database and moved): neither the host's listing nor its changes name it then.
+    """
+    return frozenset(
+        u
+        for u, record in base.view.lookups.items()
+        if u in domains and u in base.earlier and base.earlier[u] == record
+    )
+
+
 def bring_up_to_date(
     base: Baseline,
     domains: frozenset[str],
-    changed: Iterable[str],
+    listed: Iterable[str],
     changed_here: Mapping[str, Server],
+    changed_elsewhere: Iterable[str] = (),
     details_for: Iterable[str] = (),
 ) -> Update | str:
     """The view after the changes, or a sentence saying why a full look is needed.
 
-    ``changed``: every server (of any host) Nova changed or deleted since
-    ``base.since``; ``changed_here``: the full records of those Nova places on the
-    host. NOTE: a server row that did not change still says what it said (Nova bumps
+    ``listed``: the UUIDs of the host's plain listing now (the servers Nova manages
+    here); ``changed_here``: the full records of the servers on the host Nova changed
+    or deleted since ``base.since``; ``changed_elsewhere``: those of ``to_watch`` whose
+    server changed since. A server of the last view missing from the listing and from
+    the changes left the host (moved, shelved, or deleted and archived): it is changed.
+    A server listed that was neither in the last view nor among the changes arrived
+    without a change Nova shows: the clocks are in doubt, only a full look is trusted.
+    NOTE: a server row that did not change still says what it said (Nova bumps
     a row's ``updated_at`` with every change of its host, states or deletion, and a
     server created since is a change), so the last view's answers about unchanged
     servers are carried over: the servers Nova manages here — but for a domain of such
     a server that vanished: nothing in Nova explains it, and only a full look is
     trusted then — and the record (or "no record") of each domain Nova does not
     manage here, once two looks in a row gave it. What ``changes-since`` cannot show
-    is an archived row (archival moves rows, changing no ``updated_at``): a kept
-    deleted record may have been archived since, until the next full look;
+    is an archived row (archival moves rows, changing no ``updated_at``): a server
+    here deleted and archived since is missing from the listing (looked up), but a
+    kept deleted record may have been archived since, until the next full look;
     re-verification before any step asks afresh (docs/design.md rule 5). A domain
     that was not in the last view is looked up.
     """
     host = base.view.host
-    changed = set(changed) | changed_here.keys()
+    listed = frozenset(listed)
+    unseen = sorted(listed - base.view.servers_here.keys() - changed_here.keys())
+    if unseen:
+        return (
+            f"{len(unseen)} server(s) Nova now places here show no change since "
+            f"{base.since.isoformat()} (e.g. {unseen[0]})"
+        )
+    departed = base.view.servers_here.keys() - listed - changed_here.keys()
+    changed = departed | set(changed_elsewhere) | changed_here.keys()
     here = {u: s for u, s in base.view.servers_here.items() if u not in changed}
     here.update({u: s for u, s in changed_here.items() if managed_here(s, host)})
     vanished = sorted((base.domains - domains) & here.keys())

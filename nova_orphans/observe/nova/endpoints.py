@@ -79,9 +79,8 @@ class NovaEndpoints:
     def changed_since(self, since: datetime.datetime) -> set[str]:
         """UUIDs of every server of the cloud Nova changed or deleted since ``since``.
 
-        NOTE: the plain listing (ids only) without a host filter: a server that
-        left the host no longer matches ``host=H``. ``changes-since`` returns
-        deleted rows too and compares each row's ``updated_at``.
+        NOTE: the plain listing (ids only) without a host filter; ``changes-since``
+        returns deleted rows too and compares each row's ``updated_at``.
         """
         query = {"all_tenants": "1", "changes-since": isotime(since)}
         return {uuid_of(item) for item in self._paged("/servers", "servers", query)}

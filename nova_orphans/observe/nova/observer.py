@@ -46,18 +46,26 @@ class NovaObserver(NovaEndpoints):
         self._lookups_at_once = max(1, lookups_at_once)
 
     def observe(
-        self, host: str, domain_uuids: Iterable[str], details_for: Iterable[str] = ()
+        self,
+        host: str,
+        domain_uuids: Iterable[str],
+        details_for: Iterable[str] = (),
+        cells_from_listing: bool = False,
     ) -> NovaView:
         """Everything Nova says about ``host`` and the domains found on it.
 
         ``details_for``: UUIDs whose full record is wanted even when the plain
         listing explains them (the deny-listed domains, whose findings show it).
+        ``cells_from_listing``: a host listing that names a server shows the host's
+        cell answered (``finish``), so no service listing is asked for it.
         """
         domains = set(domain_uuids)
         self._filters_proven = False
-        servers_here, lookups = self.explain_host(host, domains, details_for)
+        listing = self.summaries_on_host(host)
+        servers_here, lookups = self.explain_listing(host, domains, listing, details_for)
         self.prove_admin_filters()
-        return self.finish(host, servers_here, lookups, domains)
+        answered = cells_from_listing and bool(listing)
+        return self.finish(host, servers_here, lookups, domains, host_cell_answered=answered)
 
     def explain_host(
         self, host: str, domains: set[str] | frozenset[str], details_for: Iterable[str] = ()
@@ -137,19 +145,24 @@ class NovaObserver(NovaEndpoints):
         servers_here: dict[str, Server],
         lookups: dict[str, Server | None],
         domains: set[str] | frozenset[str],
-        every_cell: bool = False,
         migrations: tuple[Migration, ...] | None = None,
+        host_cell_answered: bool = False,
+        kept: frozenset[str] = frozenset(),
     ) -> NovaView:
         """Add the migrations when anything needs explaining; check that the cells answered.
 
-        ``every_cell``: the view rests on a listing of the whole cloud (changes-since);
-        ``migrations``: still true from an earlier look (None: asked when needed).
+        ``migrations``: still true from an earlier look (None: asked when needed);
+        ``host_cell_answered``: a listing already showed that the host's cell answers;
+        ``kept``: the lookups carried over from earlier looks, whose cells answered then.
         """
         if migrations is None:
             migrations = self.migrations_needed(host, servers_here, lookups, domains)
         # NOTE: the host's own cell must answer for the host listings to hold, and
         # every cell for "Nova has no record"; asked last, after every listing.
-        self.require_cells_answer(None if every_cell or None in lookups.values() else host)
+        if any(record is None for u, record in lookups.items() if u not in kept):
+            self.require_cells_answer()
+        elif not host_cell_answered:
+            self.require_cells_answer(host)
         return NovaView(host, servers_here, lookups, migrations)
 
     def migrations_needed(

@@ -1,15 +1,18 @@
 """The agent's view of Nova, kept from cycle to cycle and brought up to date from changes.
 
-A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers. The
-agent keeps its last view and, in the cycles between full looks, asks only for what changed
-since (``changes-since`` returns changed and deleted rows): the changed servers of the cloud and
-of this host, a lookup for each new domain and each domain of a changed server Nova does not
-manage here, and every cell's services; the last view's record of every other domain still
-holds (``core/nova_delta.py``). docs/design.md §8 ("Incremental agent cycles") gives the
-requests and why each holds.
+A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers and
+its orphans. The agent keeps its last view and, in the cycles between full looks, asks only
+about this host: its plain listing (a server of the last view missing from it left), the
+changes of its servers since the last look (``changes-since`` returns changed and deleted
+rows), ``GET /servers/{id}`` of each kept record of a server elsewhere or of none, and
+a lookup for each new domain and each domain of a server that left or changed; the last
+view's record of every other domain still holds (``core/nova_delta.py``). Nothing it asks
+grows with the other hosts, their servers or their changes. docs/design.md §8 ("Incremental
+agent cycles") gives the requests and why each holds.
 
 Since when is Nova's own clock: the HTTP ``Date`` of the first answer of the last look or
-the newest report time of a compute service in it, whichever is earlier, less
+the newest report time of a compute service in it (a steady cycle, which lists no services:
+its ``Date`` less the API node's lead last measured), whichever is earlier, less
 ``SAFETY_MARGIN`` (Nova's services stamp ``updated_at`` with their own clocks, and a change
 is committed a moment after it is stamped). NOTE: the ``Date`` is the clock of one API node,
 the ``updated_at`` a row gets is its writer's (mostly the conductors', the same that stamp
@@ -19,8 +22,8 @@ agree with the newest report within the margin, either way, or the next look is 
 warning says by how much; ``clock_ahead`` is published as a metric). A full look comes
 every ``full_every`` cycles and whenever anything is in doubt: no earlier view (start, or
 the last cycle failed), no ``Date`` from Nova, no report time, Nova's clock gone back or
-off its reports, a domain of a server Nova places here, unchanged, gone, or the caller
-saying so (``invalidate``).
+off its reports, a server listed here that shows no change, a domain of a server Nova
+places here, unchanged, gone, or the caller saying so (``invalidate``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from nova_orphans.core.model import NovaView, Server
-from nova_orphans.core.nova_delta import FULL_LOOK_EVERY, Baseline, Update, bring_up_to_date
+from nova_orphans.core.nova_delta import (
+    FULL_LOOK_EVERY,
+    Baseline,
+    Update,
+    bring_up_to_date,
+    to_watch,
+)
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import parse_server
 from nova_orphans.observe.nova.observer import NovaObserver
@@ -38,6 +47,11 @@ from nova_orphans.observe.nova.observer import NovaObserver
 LOG = logging.getLogger(__name__)
 
 SAFETY_MARGIN = datetime.timedelta(minutes=5)
+#: Full looks between two readings of the host's service listing for Nova's clocks (a day
+#: at the defaults). NOTE: Nova answers ``os-services?host=H`` from every compute service of
+#: every cell (services.py filters after reading them all): at 10,000 computes that one
+#: request costs Nova seconds, more than everything else a cycle asks.
+CLOCK_READ_EVERY = 24
 
 
 class NovaTracker:
@@ -49,6 +63,11 @@ class NovaTracker:
         self._baseline: Baseline | None = None
         self._doubt: str | None = "no earlier view"
         self._last_start: datetime.datetime | None = None
+        #: How far Nova's ``Date`` ran ahead of its newest service report, last measured.
+        self._ahead: datetime.timedelta | None = None
+        #: Full looks since that measurement, and whether it found the clocks apart.
+        self._looks_since_clock = 0
+        self._clocks_apart = False
         #: Whether the last view was a full look (for the logs and the tests).
         self.last_was_full = True
         #: The domains whose record the last view kept from an earlier one (for the tests).
@@ -81,7 +100,9 @@ class NovaTracker:
         if view is None:
             LOG.info("a full look at Nova: %s", why)
             self._nova.restart_clock()
-            view = self._nova.observe(host, domain_uuids, details_for)
+            view = self._nova.observe(host, domain_uuids, details_for, cells_from_listing=True)
+            if self._clock_due() and self._nova.newest_report_at is None:
+                self._nova.require_cells_answer(host)
         self._keep(view, domains, base, full=why is not None)
         self.last_was_full = why is not None
         return view
@@ -89,25 +110,37 @@ class NovaTracker:
     def _incremental(
         self, base: Baseline, domains: frozenset[str], details_for: Iterable[str]
     ) -> NovaView | str:
+        """The view from what concerns this host only (docs/design.md §8).
+
+        NOTE: the host's plain listing shows what left (a server of the last view
+        missing from it), its change listing what changed on it, and ``GET
+        /servers/{id}`` of each record kept of a server elsewhere (or of none) whether
+        that one changed: none of them grows with the rest of the cloud.
+        """
         host = base.view.host
-        changed = self._nova.changed_since(base.since)
+        listed = self._nova.summaries_on_host(host)
         changed_here = self._changed_on_host(host, base.since)
-        update = bring_up_to_date(base, domains, changed, changed_here, details_for)
+        elsewhere = {u for u in sorted(to_watch(base, domains))
+                     if _changed(base.view.lookups[u], self._nova.show(u))}  # fmt: skip
+        update = bring_up_to_date(base, domains, listed, changed_here, elsewhere, details_for)
         if isinstance(update, str):
             return update
         self.kept = frozenset(update.kept)
-        return self._finish(host, update, domains)
+        return self._finish(host, update, domains, listed=bool(listed))
 
-    def _finish(self, host: str, update: Update, domains: frozenset[str]) -> NovaView:
+    def _finish(self, host: str, update: Update, domains: frozenset[str], listed: bool) -> NovaView:
         servers_here = dict(update.servers_here)
         looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
         lookups = {**update.kept, **looked_up}
-        # NOTE: the changes of the whole cloud come from every cell, and Nova skips a
-        # cell it cannot reach in any filtered listing: every cell must answer
-        # (docs/design.md rule 17), or a server that moved into it looks unchanged.
+        # NOTE: Nova skips a cell it cannot reach in any filtered listing (docs/design.md
+        # rule 17). The host's servers all live in its cell: a listing that names any came
+        # from it, answering; an empty one is checked against the service listing. A
+        # fresh "no record" needs every cell, as in a full look (``finish``); a kept one
+        # was given with every cell answering, and its UUID asked about since.
         return self._nova.finish(
-            host, servers_here, lookups, domains, every_cell=True, migrations=update.migrations
-        )
+            host, servers_here, lookups, domains,
+            migrations=update.migrations, host_cell_answered=listed, kept=self.kept,
+        )  # fmt: skip
 
     def _changed_on_host(self, host: str, since: datetime.datetime) -> dict[str, Server]:
         """Full records of the servers on ``host`` changed since ``since`` (deleted too).
@@ -132,14 +165,24 @@ class NovaTracker:
     ) -> None:
         """Keep ``view`` for the next cycle; ``base``: the view before it."""
         started, reported = self._nova.first_answer_at, self._nova.newest_report_at
-        self.clock_ahead = (started - reported).total_seconds() if started and reported else None
+        if started is not None and reported is not None:
+            self._ahead, self._looks_since_clock = started - reported, 0
+            self._clocks_apart = _clocks_disagree(started, reported) is not None
+        elif full and self._clock_due():
+            self._ahead = None  # NOTE: asked for, and no report time came
+        elif full:
+            self._looks_since_clock += 1
+        # NOTE: a look that reads no service listing (it costs Nova every service of the
+        # cloud) dates its changes from its own Date less the API node's lead over the
+        # reports last measured; a full look measures it again when due (``_clock_due``).
+        self.clock_ahead = self._ahead.total_seconds() if self._ahead is not None else None
         if started is None:
             self.invalidate("Nova's answers carry no Date")
             return
-        if reported is None:
+        if self._ahead is None:
             self.invalidate("Nova's service listing carries no report time")
             return
-        since = min(started, reported) - SAFETY_MARGIN
+        since = min(started, started - self._ahead) - SAFETY_MARGIN
         incremental = 0 if full or base is None else base.incremental + 1
         same_host = base is not None and base.view.host == view.host
         earlier = base.view.lookups if base is not None and same_host else {}
@@ -149,12 +192,36 @@ class NovaTracker:
             # NOTE: Nova's clock went back: its stamps and ours may not compare.
             self.invalidate(f"Nova's clock went back from {self._last_start} to {started}")
         self._last_start = started
-        off = _clocks_disagree(started, reported)
+        off = _clocks_disagree(started, reported) if reported is not None else None
         if off is not None:
             LOG.warning(
                 "Nova's clocks disagree, every look at Nova is full until they agree: %s", off
             )
             self.invalidate(off)
+
+    def _clock_due(self) -> bool:
+        """Whether this full look must read a service report to measure Nova's clocks.
+
+        NOTE: at start, while they disagree, and every ``CLOCK_READ_EVERY`` full looks.
+        """
+        return (
+            self._ahead is None
+            or self._clocks_apart
+            or self._looks_since_clock + 1 >= CLOCK_READ_EVERY
+        )
+
+
+def _changed(kept: Server | None, shown: Server | None) -> bool:
+    """Whether ``GET /servers/{id}`` shows the server of a kept record changed since.
+
+    NOTE: asked of the server's own cell through its instance mapping (a down cell
+    answers partially at 2.69: ``show`` raises), not a filtered listing, which would
+    skip that cell and say "unchanged". The row's ``updated_at`` moves with every
+    change; 404 is no live record (none, deleted or archived).
+    """
+    if kept is None or kept.deleted or shown is None:
+        return (kept is None or kept.deleted) != (shown is None)
+    return (shown.updated_at, shown.host) != (kept.updated_at, kept.host)
 
 
 def _why_full(base: Baseline | None, host: str, full_every: int) -> str | None:

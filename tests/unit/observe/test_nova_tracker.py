@@ -4,6 +4,8 @@ follows the changes, not the host's size; a full look whenever anything is in do
 from __future__ import annotations
 
 import datetime
+import random
+import re
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +15,7 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
-from nova_orphans.observe.nova.tracker import NovaTracker
+from nova_orphans.observe.nova.tracker import CLOCK_READ_EVERY, NovaTracker
 
 HOST, OTHER = "cmp-1", "cmp-2"
 META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")
@@ -278,10 +280,13 @@ def test_a_cycle_with_no_changes_costs_the_same_few_requests_whatever_the_hosts_
     h.nova.log.clear()
     h.tracked()
     assert not h.tracker.last_was_full
-    # what changed in the cloud (ids), what changed here (detail), and every cell (the
-    # changes are the whole cloud's)
-    assert [p.split("?")[0] for p in h.nova.log] == ["/servers", "/servers/detail", "/os-services"]
-    assert h.nova.log[-1] == "/os-services?binary=nova-compute"
+    # the host's servers (ids, a page per thousand) and what changed on it (detail):
+    # its cell answered them
+    pages = servers // 1000 + 1
+    since = h.nova.log[pages].split("changes-since=")[1].split("&")[0]
+    assert [p.split("&marker=")[0] for p in h.nova.log] == [
+        f"/servers?all_tenants=1&host={HOST}&limit=1000"
+    ] * pages + [f"/servers/detail?all_tenants=1&host={HOST}&changes-since={since}&limit=1000"]
 
 
 def orphans(h: Host, each: int) -> None:
@@ -295,28 +300,32 @@ def orphans(h: Host, each: int) -> None:
 
 
 @pytest.mark.parametrize(("servers", "each"), [(10, 1), (1000, 25)])
-def test_a_steady_cycle_with_orphans_costs_three_requests_whatever_their_number(
-    servers: int, each: int
-) -> None:
+def test_a_steady_cycle_with_orphans_asks_once_about_each_orphan(servers: int, each: int) -> None:
     """The domains Nova does not manage here are not looked up again when their servers
-    did not change: the same three requests as a host without orphans."""
+    did not change: ``GET /servers/{id}`` of each (its own cell answers it, whatever the
+    rest of the cloud) shows whether it changed."""
     h = Host(servers=servers)
     orphans(h, each)
     h.later()
     h.tracked()
     h.later()
     h.tracked()  # a record is kept once two looks in a row agree
+    watched = sorted(u for u in h.domains if u not in h.nova.servers or not (
+        h.nova.server(u).host == HOST and h.nova.server(u).vm_state == "active"
+        and not h.nova.server(u).deleted
+    ))  # fmt: skip
     for _ in range(2):
         h.later()
         h.nova.log.clear()
         tracked = h.tracked()
         assert not h.tracker.last_was_full
-        since = h.nova.log[0].split("changes-since=")[1].split("&")[0]
-        assert h.nova.log == [
-            f"/servers?all_tenants=1&changes-since={since}&limit=1000",
+        asked = [p for p in h.nova.log if "&marker=" not in p]  # a listing's first pages
+        since = asked[1].split("changes-since=")[1].split("&")[0]
+        assert asked == [
+            f"/servers?all_tenants=1&host={HOST}&limit=1000",
             f"/servers/detail?all_tenants=1&host={HOST}&changes-since={since}&limit=1000",
-            "/os-services?binary=nova-compute",
-        ]
+        ] + [f"/servers/{u}" for u in watched]
+        assert len(watched) == 4 * each
         assert len(tracked) == 4 * each and {f.kind.value for f in tracked} >= {
             "deleted",
             "misplaced",
@@ -337,7 +346,7 @@ def test_only_the_changed_orphans_are_looked_up_again() -> None:
     h.nova.log.clear()
     tracked = h.tracked()
     assert not h.tracker.last_was_full
-    lookups = [p for p in h.nova.log if "uuid=" in p]
+    lookups = [p for p in h.nova.log if p.startswith("/servers/detail?") and "uuid=" in p]
     assert lookups == [
         f"/servers/detail?all_tenants=1&uuid={misplaced[0]}&changes-since=1970-01-01T00%3A00%3A00Z"
     ]
@@ -368,7 +377,7 @@ def test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look() -
     assert h.tracker.last_was_full and tracked == full
 
 
-def test_a_cycle_costs_in_proportion_to_the_changes() -> None:
+def test_a_cycles_detail_records_are_in_proportion_to_the_changes() -> None:
     h = Host(servers=1000)
     h.tracked()
     h.later()
@@ -386,7 +395,8 @@ def test_a_cycle_costs_in_proportion_to_the_changes() -> None:
     h.nova.get = counting  # type: ignore[method-assign]
     h.tracked()
     assert not h.tracker.last_was_full
-    assert served[:2] == [3, 3]  # three ids, three records: not a thousand
+    # the host's ids (a page per thousand), and three records: not a thousand
+    assert sum(served[:-1]) == 1000 and served[-1] == 3
 
 
 # --- doubt: a full look -------------------------------------------------------------------
@@ -477,9 +487,7 @@ def test_changes_are_asked_since_novas_clock_less_the_margin_not_ours() -> None:
     h.later()
     h.nova.log.clear()
     h.tracked()
-    since = h.nova.log[0].split("changes-since=")[1].split("&")[0]
-    asked = datetime.datetime.fromisoformat(since.replace("%3A", ":").replace("Z", "+00:00"))
-    assert asked == first - datetime.timedelta(minutes=5)
+    assert since_asked(h) == first - datetime.timedelta(minutes=5)
 
 
 def since_asked(h: Host) -> datetime.datetime:
@@ -583,3 +591,119 @@ def test_a_changed_server_that_lists_another_host_under_the_host_filter_is_refus
     h.nova.boot(OTHER)
     with pytest.raises(NovaBadAnswer, match="not 'cmp-1'"):
         h.tracked()
+
+
+# --- a steady cycle costs what concerns this host, whatever the rest of the cloud -------------
+
+
+def steady_cycle_seen_by_nova(
+    others: int, per_host: int = 50, archived: bool = False
+) -> list[tuple[str, int]]:
+    """Each request of HOST's steady cycle and the records its answer held, in a cloud of
+    ``others`` other hosts of ``per_host`` servers each, 1 % of the cloud's servers changing
+    between the cycles; HOST has ``per_host`` servers, an orphan of each kind, and its own
+    changes (one rebooting, one migrated away, one deleted, its row ``archived`` too or
+    not). The changes-since time is written ``T``: it follows Nova's clock, which each
+    change moves a second on."""
+    rng = random.Random(19)
+    h = Host(servers=per_host)
+    uuids = list(h.domains)
+    h.nova.local_delete(h.boot())  # deleted
+    h.define(h.boot(OTHER))  # misplaced: its server lives on OTHER
+    h.define(h.nova._uuid("never-booted"))  # unknown
+    hosts = [OTHER] + [f"cmp-{n}" for n in range(3, others + 2)]
+    for host in hosts:
+        for _ in range(per_host):
+            h.nova.boot(host)
+    h.later()
+    h.tracked()
+    h.later()
+    h.tracked()  # records kept from here on
+    h.later()
+    elsewhere = sorted(u for u, s in h.nova.servers.items() if s.host in hosts[1:])
+    for uuid in rng.sample(elsewhere, len(h.nova.servers) // 100):
+        change = rng.choice(["reboot", "migrate", "delete"])
+        if change == "reboot":
+            h.nova.set_task_state(uuid, "rebooting")
+        elif change == "migrate":
+            h.nova.live_migrate(uuid, rng.choice(hosts[1:]))
+        else:
+            h.nova.local_delete(uuid)
+    h.nova.set_task_state(uuids[0], "rebooting")
+    h.nova.live_migrate(uuids[1], OTHER)
+    del h.domains[uuids[1]]
+    h.nova.local_delete(uuids[2])
+    if archived:
+        # its row goes (the kept deleted orphan's stays: a record kept is not asked about
+        # again, see test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look)
+        del h.nova.servers[uuids[2]]
+    seen: list[tuple[str, int]] = []
+    real = h.nova.get
+
+    def counting(path: str):
+        status, body = real(path)
+        seen.append((re.sub(r"changes-since=[^&]+", "changes-since=T", path),
+                     len(body.get("servers", body.get("migrations", body.get("services", []))))
+                     if isinstance(body, dict) else 0))  # fmt: skip
+        return status, body
+
+    h.nova.get = counting  # type: ignore[method-assign]
+    tracked = h.tracked()
+    assert not h.tracker.last_was_full
+    h.nova.get = real  # type: ignore[method-assign]
+    assert tracked == h.full()
+    kinds = {f.uuid: f.kind.value for f in tracked}
+    assert kinds[uuids[2]] == ("unknown" if archived else "deleted") and uuids[1] not in kinds
+    return seen
+
+
+def test_a_steady_cycle_asks_nova_the_same_whatever_the_other_hosts_and_their_changes() -> None:
+    """Issue 19: ten times the other hosts, their servers and their changes: the same
+    requests, each answered with the same number of records."""
+    small, large = steady_cycle_seen_by_nova(10), steady_cycle_seen_by_nova(100)
+    assert small == large
+    listings = [path for path, _ in small if path.startswith(("/servers?", "/servers/detail?"))]
+    assert all("host=" in path or "uuid=" in path for path in listings), (
+        "a listing of the whole cloud"
+    )
+    assert not any(path.startswith("/os-services?binary=nova-compute&") for path, _ in small)
+
+
+def test_a_steady_cycles_requests_are_those_the_design_names() -> None:
+    """docs/design.md §8: the host's plain listing, its changes, one question per kept record
+    of a server elsewhere or of none, the lookups of what left or changed, and the cells
+    only when a lookup found no record: here a server deleted and archived between the
+    cycles, whose domain stayed."""
+    seen = steady_cycle_seen_by_nova(10, archived=True)
+    asked = [re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "U", p).split("&marker")[0] for p, _ in seen]
+    assert asked == [
+        f"/servers?all_tenants=1&host={HOST}&limit=1000",
+        f"/servers/detail?all_tenants=1&host={HOST}&changes-since=T&limit=1000",
+        "/servers/U",  # each orphan: the deleted, the misplaced and the unknown one
+        "/servers/U",
+        "/servers/U",
+        # what left with its domain staying: the deleted-and-archived one (the migrated one
+        # took its domain along, nothing to explain)
+        "/servers/detail?all_tenants=1&uuid=U&changes-since=T",
+        f"/os-migrations?host={HOST}&limit=1000",  # a domain to explain
+        "/os-services?binary=nova-compute",  # a fresh "no record": every cell (rule 17)
+    ]
+    # the host's 50 servers less the two that left; the two changes still on it (the
+    # rebooting one, and none other: the deleted one was archived)
+    assert [rows for _, rows in seen[:2]] == [48, 1]
+
+
+def test_the_agents_full_looks_read_the_service_listing_only_to_measure_novas_clocks() -> None:
+    """``os-services?host=H`` costs Nova every compute service of the cloud: a full look whose
+    host listing named servers (its cell answered) reads it only when Nova's clocks are due
+    to be measured again: at start and every CLOCK_READ_EVERY full looks."""
+    h = Host(servers=3)
+    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+    read = []
+    for _ in range(2 * CLOCK_READ_EVERY + 1):
+        h.later()
+        h.nova.log.clear()
+        tracked = h.tracked()
+        read.append(any(p.startswith("/os-services?") for p in h.nova.log))
+        assert h.tracker.last_was_full and tracked == h.full()
+    assert [n for n, r in enumerate(read) if r] == [0, CLOCK_READ_EVERY, 2 * CLOCK_READ_EVERY]
