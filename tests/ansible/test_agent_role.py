@@ -103,6 +103,9 @@ def host(
     bad = role_vars(prefix)["nova_orphans_config"]
     bad["agent"]["action_unknown"] = "explode"
     it.apply("bad", nova_orphans_config=bad)
+    two_lines = role_vars(prefix)["nova_orphans_config"]
+    two_lines["DEFAULT"]["host"] = "cmp-1\n[agent]\naction_deleted = reap"
+    it.apply("two lines", "--check", nova_orphans_config=two_lines)
     return it
 
 
@@ -174,6 +177,14 @@ def test_a_bad_option_value_fails_with_the_tools_line_before_the_unit(host: Host
     assert "TASK [nova_orphans.fleet.agent : Render the shipped unit" not in done.stdout
     assert host.conf.read_text() == host.runs["first conf"]  # the old file stays
     assert host.unit.stat().st_mtime_ns == host.runs["unit before bad"]
+
+
+def test_a_value_of_two_lines_is_refused_before_anything_is_written(host: Host) -> None:
+    """A newline in a value would write an option of its own (here: reap deleted guests)."""
+    done = host.runs["two lines"]
+    assert done.returncode != 0
+    assert "nova_orphans_config: a value spans lines: host" in done.stdout, done.stdout[-2000:]
+    assert "TASK [nova_orphans.fleet.agent : Install nova-orphans" not in done.stdout
 
 
 def test_every_playbook_of_the_installed_collection_passes_the_syntax_check(
