@@ -202,19 +202,34 @@ def report(
     print(f"  Ansible's own (the rest): {wall - (last - first) - merge_s:.1f} s")
     audits = answered.between(first, last)
     merge = answered.between(merge_start, merge_end)
-    per_req = len(audits) / hosts
-    per_s = nova_seconds(model, audits) / hosts
     by_endpoint = collections.Counter(endpoint_of(path(p)) for p, _ in audits)
-    print(f"\nNova load of the host audits: {per_req:.1f} requests and {per_s * 1e3:.1f} ms "
-          f"Nova time per host audited ({dict(by_endpoint)}); the merge: {len(merge)} "
-          f"requests, {nova_seconds(model, merge) * 1e3:.1f} ms")  # fmt: skip
-    candidates = len(merge) - 1  # NOTE: the service list, then the candidates' lookups
-    print(" hosts  requests  Nova s   (host audits + the merge's service list and "
-          f"{candidates} split-brain lookups)")  # fmt: skip
+    print(f"\nNova requests of the {hosts} host audits: {dict(by_endpoint)}; the merge: "
+          f"{len(merge)} requests, {nova_seconds(model, merge) * 1e3:.1f} ms")  # fmt: skip
+    # NOTE: the test driver's hostname is not Nova's node name, so each audit here also reads
+    # every node of the cloud (nodes.py: the fallback listing, `hosts` records): on a libvirt
+    # compute the search by hostname finds the host's node (one record) and stops there.
+    listings = [(p, r) for p, r in audits if is_node_listing(p)]
+    searches = [(p, r) for p, r in audits if "hypervisor_hostname_pattern" in p]
+    own = [(p, r) for p, r in audits if not is_node_listing(p) and (p, r) not in searches]
+    real = own + [(p, 1) for p, _ in searches]
+    per_req, per_s = len(real) / hosts, nova_seconds(model, real) / hosts
+    listing_s = nova_seconds(model, listings) / max(len(listings), 1)
+    print(f"per host audited, on libvirt computes: {per_req:.1f} requests, "
+          f"{per_s * 1e3:.1f} ms Nova time (here also the node listing: {listing_s * 1e3:.0f} ms "
+          f"for {hosts} nodes, {model.cost('/os-hypervisors/detail', 1, side='server') * 1e3:.0f}"
+          " ms + 7 ms per node wherever libvirt's hostname is not Nova's node name)")  # fmt: skip
+    merge_lookups = nova_seconds(model, merge[1:])
+    print(" hosts  requests  Nova s  (host audits, then the merge: the service list and "
+          f"{len(merge) - 1} split-brain lookups)")  # fmt: skip
     for scale in SCALES:
         services = model.cost("/os-services", scale, side="server")
-        print(f"{scale:>6} {per_req * scale + 1 + candidates:>9.0f} "
-              f"{per_s * scale + services + nova_seconds(model, merge[1:]):>8.1f}")  # fmt: skip
+        print(f"{scale:>6} {per_req * scale + len(merge):>9.0f} "
+              f"{per_s * scale + services + merge_lookups:>7.1f}")  # fmt: skip
+
+
+def is_node_listing(request: str) -> bool:
+    """The paged listing of every compute node (no search by hostname)."""
+    return endpoint_of(path(request)) == "os-hypervisors/detail" and "pattern" not in request
 
 
 def path(request: str) -> str:
