@@ -37,8 +37,13 @@ class Fleet:
         self.worlds.mkdir()
         self.central = harness.write_cli_config(tmp / "central.conf", host="central")
         self.hosts: dict[str, dict[str, Any]] = {}
-        for alias, host in FAKE.items():
+        self.fake = dict(FAKE)
+        services = nova.get("/os-services?binary=nova-compute")["services"]
+        for host in sorted({s["host"] for s in services} - {*FAKE.values(), "lvhost"}):
+            self.fake[f"host-{host}"] = host  # every other compute Nova lists: an empty world
+        for alias, host in self.fake.items():
             self.hosts[alias] = self._fake_host(alias, host)
+            self.plant(host)
         lv_conf = harness.write_cli_config(
             tmp / "host-lv.conf",
             host="lvhost",
@@ -152,7 +157,7 @@ def test_audit_through_ansible_merges_what_fleet_audit_finds_split_brain_include
         assert "split-brain" in done.stdout  # the merged table, printed
         document = merged(run_dir)
         statuses = {h["host"]: h["status"] for h in document["hosts"]}
-        assert statuses == dict.fromkeys([*FAKE.values(), "lvhost"], "trusted"), statuses
+        assert statuses == dict.fromkeys([*fleet.fake.values(), "lvhost"], "trusted"), statuses
         (split,) = [s for s in document["split_brain"] if s["uuid"] == twice]
         assert split["running_on"] == ["host1", "host2"]
         assert json.loads((run_dir / "failed.json").read_text()) == []
@@ -175,8 +180,6 @@ def test_audit_through_ansible_merges_what_fleet_audit_finds_split_brain_include
 def test_an_unreachable_host_is_reported_unreachable_never_dropped(fleet: Fleet) -> None:
     """host-c's ssh port has nothing listening: it is named unreachable, Nova's host3 has no
     report (missing, not "no domains"), the others are merged, and the fleet exits 1."""
-    for host in FAKE.values():
-        fleet.plant(host)
     dead = {"ansible_port": loopback.free_port()}
     done, run_dir = fleet.run("audit", "run-dead", host_c=dead)
     assert done.returncode != 0
@@ -199,7 +202,7 @@ def test_collect_merges_the_agents_own_reports_and_names_a_host_without_one(flee
         fleet.plant("host1", nova_domain(twice, "instance-t"))
         fleet.plant("host2", nova_domain(twice, "instance-t"))
         fleet.plant(harness.CELL2_HOST)
-        for alias in FAKE:
+        for alias in fleet.fake:
             cycle = harness.run_cli("run", "--once", "--config-file",
                                     fleet.hosts[alias]["nova_orphans_config_file"])  # fmt: skip
             assert cycle.returncode in (0, 3), cycle.stderr[-2000:]
