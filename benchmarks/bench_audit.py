@@ -259,17 +259,24 @@ def bench_libvirt(sizes: list[int], tmp: pathlib.Path) -> None:
 
 
 @contextmanager
-def serve(nova: SimulatedNova, model: CostModel | None = None) -> Iterator[str]:
+def serve(
+    nova: SimulatedNova,
+    model: CostModel | None = None,
+    answered: list[tuple[str, int]] | None = None,
+) -> Iterator[str]:
     """Serve the simulated Nova on loopback HTTP; yields the compute endpoint URL.
 
     With ``model``, each answer is held back for what nova-api itself spent on such
-    an answer (the model's server side: the HTTP client's work is real here)."""
+    an answer (the model's server side: the HTTP client's work is real here).
+    ``answered`` gets each request's path and the records its answer carried."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             start = time.perf_counter()
             status, body = nova.get(self.path.removeprefix("/v2.1"))
             data = json.dumps(body).encode()
+            if answered is not None:
+                answered.append((self.path, records_in(body)))
             if model is not None:
                 charge = model.cost(self.path, records_in(body), side="server")
                 time.sleep(max(charge - (time.perf_counter() - start), 0.0))

@@ -26,8 +26,10 @@ if [ "$WITH_TESTS" = 1 ]; then
 fi
 if [ "$WITH_TESTS" = 1 ]; then
     # systemd-analyze verifies the unit; promtool (Debian's prometheus) tests the alert rules;
-    # Debian's node_exporter reads the agent's metrics textfile; jq runs the README's JSON example.
-    apt_install systemd prometheus prometheus-node-exporter jq
+    # Debian's node_exporter reads the agent's metrics textfile; jq runs the README's JSON example;
+    # the Ansible tests reach their inventory hosts through a private sshd on loopback
+    # (openssh-server; the tests start and stop it themselves).
+    apt_install systemd prometheus prometheus-node-exporter jq openssh-server openssh-client
 fi
 
 PYTHON=${PYTHON:-python3}

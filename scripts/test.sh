@@ -30,6 +30,9 @@ fi
     deploy/kolla/healthcheck_nova_orphans
 .venv/bin/mypy
 .venv/bin/lint-imports
+# The Ansible collection, linted in place (its own .ansible-lint: production profile).
+(cd deploy/ansible/ansible_collections/nova_orphans/fleet &&
+    PATH="$OLDPWD/.venv/bin:$PATH" ANSIBLE_COLLECTIONS_PATH="$OLDPWD/deploy/ansible" ansible-lint -q)
 # The documentation builds, warnings as errors (doc/source; the references come from the code).
 .venv/bin/sphinx-build -W -q -b html doc/source doc/build/html
 if [ "$UNIT" = 1 ]; then

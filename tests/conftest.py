@@ -12,6 +12,9 @@ from nova_orphans.fakes import libvirt_node as worlds
 
 REQUIRE_SERVICES = os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1"
 
+#: The loopback sshd and the built collection, one per session for tests/ansible and tests/e2e.
+pytest_plugins = ["tests.ansible.fixtures"]
+
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = terminalreporter.stats.get("skipped", [])

@@ -27,6 +27,7 @@ AGENT = "nova_orphans.cli.agent"
 JOURNAL = "nova_orphans.cli.journal"
 FLEET = "nova_orphans.cli.fleet"
 FILES = "nova_orphans.cli.files"
+CONFIGURE = "nova_orphans.cli.configure"
 
 
 #: How every ``--help`` ends: the exit codes (``exits.meanings``).
@@ -72,7 +73,7 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 def register(commands: Any) -> None:
     """Add every sub-command to the ``nova-orphans`` sub-parsers ``commands``."""
     for family in (register_audit, register_agent, register_journal, register_fleet,
-                   register_files):  # fmt: skip
+                   register_files, register_check):  # fmt: skip
         family(commands)
 
 
@@ -294,6 +295,11 @@ def register_fleet(commands: Any) -> None:
     )
     add_format(audit)
     audit.add_argument(
+        "--json-file",
+        metavar="PATH",
+        help="also write the JSON document to PATH (whatever --format prints)",
+    )
+    audit.add_argument(
         "--metrics-textfile",
         metavar="PATH",
         help="also write the result as Prometheus metrics for node-exporter's textfile collector",
@@ -347,6 +353,16 @@ def register_files(commands: Any) -> None:
     )
     add_debug(schema)
     handles(schema, FILES, "print_report_schema")
+
+
+def register_check(commands: Any) -> None:
+    """``check-config``: load the configuration as every command does, and say so."""
+    check = commands.add_parser(
+        "check-config",
+        help="check the configuration strictly, as every command loads it; connects to nothing",
+    )
+    add_config(check)
+    handles(check, CONFIGURE, "check_config")
 
 
 def uuid(value: str) -> str:

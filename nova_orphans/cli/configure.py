@@ -11,7 +11,8 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from nova_orphans import config
+from nova_orphans import config, exits
+from nova_orphans.cli import common
 from nova_orphans.cli.common import DEFAULT_CONFIG_FILE
 from nova_orphans.exceptions import one_line
 from nova_orphans.render import table
@@ -34,6 +35,20 @@ def config_sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         [DEFAULT_CONFIG_FILE] if os.path.exists(DEFAULT_CONFIG_FILE) else []
     )
     return files, getattr(args, "config_dirs", None) or []
+
+
+def check_config(args: argparse.Namespace) -> int:
+    """``check-config``: load the config files strictly, as ``run`` and ``audit`` do, and
+    name them; connects to nothing. A bad file is one line and exit 2 (``ConfigError``).
+
+    NOTE: a deployment tool checks a new file with it before putting the file in place
+    (Ansible's ``validate``), so the agent never starts on a file it would refuse.
+    """
+    if not args.config_files and not os.path.exists(DEFAULT_CONFIG_FILE):
+        raise common.UsageError(f"no config file: {DEFAULT_CONFIG_FILE} does not exist")
+    conf = load_conf(args)
+    common.say(f"configuration valid: {', '.join(conf.config_file)}")
+    return exits.OK
 
 
 def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = False) -> None:

@@ -60,6 +60,7 @@ class FleetSettings:
 def handle_audit(args: argparse.Namespace) -> int:
     """Run ``fleet audit`` as the command line asked; returns the exit code."""
     conf = configure.load_conf(args)
+    check_json_file(args.json_file)
     if args.reports is not None:
         return handle_reports(conf, args)
     if args.max_age is not None:
@@ -73,11 +74,32 @@ def handle_audit(args: argparse.Namespace) -> int:
     transport = transport_from_conf(conf)
     with progress_line(sys.stderr) as progress:
         result = run_audit(settings, transport, common.now(), progress=progress)
-    as_json = args.format == "json"
-    print(render.render_json(result) if as_json else render.render_table(result, args.wide))
+    document = render.render_json(result)
+    print(document if args.format == "json" else render.render_table(result, args.wide))
+    write_json_file(args.json_file, document)
     if textfile is not None:
         write_metrics(result, textfile)
     return exit_code(result)
+
+
+def check_json_file(path: str | None) -> None:
+    """``--json-file`` must be a file in an existing directory: checked before any work."""
+    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise common.UsageError(f"--json-file {path}: no such directory")
+
+
+def write_json_file(path: str | None, document: str) -> None:
+    """The JSON document also in ``path`` (``--json-file``), replaced whole: a reader (a
+    playbook, a dashboard) never sees half of it."""
+    if path is None:
+        return
+    partial = f"{path}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as out:
+            out.write(document + "\n")
+        os.replace(partial, path)
+    except OSError as exc:
+        raise config.ConfigError(f"--json-file {path}: {exc.strerror or exc}") from exc
 
 
 def write_metrics(result: FleetReport, path: str) -> None:
@@ -224,9 +246,9 @@ def handle_reports(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     max_age = datetime.timedelta(seconds=args.max_age or conf.fleet.report_max_age)
     nova = FleetNovaObserver(transport_from_conf(conf))
     merged = merge_reports(parsed, nova, common.now(), max_age)
-    out = render_reports.render_json(merged) if args.format == "json" else (
-        render_reports.render_table(merged, args.wide))  # fmt: skip
-    print(out)
+    document = render_reports.render_json(merged)
+    print(document if args.format == "json" else render_reports.render_table(merged, args.wide))
+    write_json_file(args.json_file, document)
     if merged.incomplete or merged.unattributed:
         return common.fail(exits.ERROR, render_reports.problems(merged))
     return exits.FOUND if merged.has_orphans else exits.OK

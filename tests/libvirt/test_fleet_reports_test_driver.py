@@ -510,3 +510,38 @@ def fleet_table(cloud: Cloud, capsys) -> list[str]:
     capsys.readouterr()
     cli.main(argv)
     return capsys.readouterr().out.splitlines()
+
+
+def test_json_file_keeps_the_merged_document_of_a_table_run(cloud, capsys, tmp_path):
+    """``--format table --json-file F``: the table on stdout, and in F the very document
+    ``--format json`` prints, from the same one merge (a playbook prints the one, keeps the
+    other)."""
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)])
+    cloud.audit("cmp-3", [])
+    kept = tmp_path / "merged.json"
+    cloud.nova.requests.clear()
+    conf = str(cloud.tmp / "central.conf")
+    (cloud.tmp / "central.conf").write_text(
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n"
+    )
+    argv = ["fleet", "audit", "--config-file", conf, "--reports", str(cloud.reports),
+            "--json-file", str(kept)]  # fmt: skip
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == exits.FOUND, err
+    assert "split-brain" in out and not out.lstrip().startswith("{")
+    document = report_schema.valid(json.loads(kept.read_text()))
+    assert [s["uuid"] for s in document["split_brain"]] == [SPLIT]
+    assert cloud.nova.request_count == document["summary"]["nova_requests"]
+    assert not (tmp_path / "merged.json.partial").exists()
+
+
+def test_json_file_in_no_directory_is_a_usage_error_before_nova_is_asked(cloud, capsys):
+    cloud.audit("cmp-1", [])
+    cloud.nova.requests.clear()
+    code, document, err = cloud.fleet(capsys, "--json-file", str(cloud.tmp / "no" / "f.json"))
+    assert code == exits.USAGE
+    assert "--json-file" in one_line(err) and document == {}
+    assert cloud.nova.request_count == 0
