@@ -21,7 +21,7 @@ from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import retention
 from nova_orphans.act.reconcile import reconcile
-from nova_orphans.core import danger, gate
+from nova_orphans.core import danger, gate, strays
 from nova_orphans.core.decide import Plan, decide
 from nova_orphans.core.holds import Hold, started_by_someone_else
 from nova_orphans.core.identity import Verdict
@@ -156,6 +156,7 @@ class Agent:
     def __post_init__(self) -> None:
         self.nova_views = NovaTracker(self.nova, self.full_look_every)
         self._last_brake: str | None = None
+        self._leftovers: strays.Leftovers | None = None
 
     @property
     def holds_live_locks(self) -> bool:
@@ -196,6 +197,13 @@ class Agent:
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         return result
 
+    def _carry_leftovers(self, report: pipeline.AuditReport) -> pipeline.AuditReport:
+        """The report with the leftovers of the last full look when this cycle had none."""
+        if report.leftovers is not None or self.services is None:
+            self._leftovers = report.leftovers
+            return report
+        return dataclasses.replace(report, leftovers=self._leftovers)
+
     def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
         now = self.clock()
         report = pipeline.audit(
@@ -209,7 +217,12 @@ class Agent:
             services=self.services,
             pinned_node=self.pinned_node,
             instances_path=self.instances_path,
+            # NOTE: leftovers are report only and their listings are the cloud's (Cinder's
+            # attachments): a steady cycle must not pay for them (docs/design.md §8b), so
+            # they are looked for with each full look at Nova and carried in between.
+            leftovers_due=lambda: self.nova_views.last_was_full,
         )
+        report = self._carry_leftovers(report)
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:
             self.metrics.nova_clock_ahead.set(self.nova_views.clock_ahead)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from nova_orphans import exits
@@ -167,6 +167,7 @@ def audit(
     services: Services | None = None,
     pinned_node: str | None = None,
     instances_path: str | None = None,
+    leftovers_due: Callable[[], bool] | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -176,7 +177,8 @@ def audit(
     that Nova's answer is never older than the domains it is compared with.
     With ``services``, each orphan's dangers (Cinder, Neutron) and Placement's
     view of the host are added; their failures never fail the audit. With
-    ``services.strays`` and ``instances_path``, the leftovers (docs/design.md §8b) too.
+    ``services.strays`` and ``instances_path``, the leftovers (docs/design.md §8b) too,
+    unless ``leftovers_due`` (asked once Nova was observed) says this is not the cycle for them.
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
     domains = hypervisor.list_domains()
@@ -190,7 +192,8 @@ def audit(
         facts = services.dangers.facts(findings)
         findings = danger.with_dangers(findings, facts, host, view.servers_here.keys())
         placement = services.placement.answer(node_name(verdict, host))
-        if services.strays is not None and instances_path:
+        due = leftovers_due is None or leftovers_due()
+        if services.strays is not None and instances_path and due:
             leftovers = look_for_leftovers(
                 services.strays, nova, view, domains, placement, instances_path
             )

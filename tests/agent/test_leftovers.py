@@ -100,6 +100,8 @@ class World(SimWorld):
         return uuid
 
     def leftovers(self):
+        """The leftovers of a cycle that looks for them: one with a full look at Nova."""
+        self.agent.nova_views.invalidate("leftovers are looked for with a full look")
         result = self.cycle()
         assert result.error is None, result.error
         assert result.report.leftovers is not None
@@ -326,6 +328,25 @@ def test_one_listing_per_service_per_host_whatever_the_number_of_servers(tmp_pat
     asked = world.paths[before:]
     assert not [p for p in asked if "uuid=" in p], asked
     assert len(asked) <= 8, asked
+
+
+def test_a_steady_cycle_asks_no_leftover_listing_and_reports_the_last_full_looks(tmp_path):
+    """docs/design.md §8b: the leftover listings (the cloud's attachments among them) come
+    with the full looks at Nova; the cycles between carry what the last one found."""
+    world = World(tmp_path)
+    world.server("kept")
+    gone = world.lost("gone")
+    first = world.cycle()  # the first cycle is a full look
+    assert first.report.leftovers is not None
+    for service in (world.neutron, world.cinder, world.placement):
+        service.requests.clear()
+    steady = world.cycle()
+    assert steady.error is None and not world.agent.nova_views.last_was_full
+    assert world.cinder.requests == []
+    assert [p for p in world.neutron.requests if "binding" in p] == []
+    assert [p for p in world.placement.requests if p.endswith("/allocations")] == []
+    assert steady.report.leftovers == first.report.leftovers
+    assert {i.server for i in steady.report.leftovers.items} == {gone}
 
 
 # ---------------------------------------------------------------- hostile names
