@@ -36,9 +36,10 @@ def admin() -> Iterator[libvirt.virConnect]:
     yield conn
     for dom in conn.listAllDomains(0):
         if dom.name().startswith(PREFIX):
+            persistent = dom.isPersistent()
             if dom.isActive():
                 dom.destroy()
-            if dom.isPersistent():
+            if persistent:
                 dom.undefine()
     conn.close()
 
