@@ -46,8 +46,8 @@ class LastRead:
     full: bool
     #: Why it was a full read (None for an incremental one).
     why: str | None
-    #: How many domains' XML and metadata were read.
-    definitions_read: int
+    #: The UUIDs of the domains whose XML and metadata were read.
+    definitions_read: frozenset[str]
 
 
 class LibvirtView:
@@ -123,7 +123,7 @@ class LibvirtView:
         why = taken[0]
         before = {} if why else self._kept
         self._kept = {domain.uuid: definition for domain, definition in read}
-        fresh = sum(1 for domain, d in read if before.get(domain.uuid) is not d)
+        fresh = frozenset(domain.uuid for domain, d in read if before.get(domain.uuid) is not d)
         self.last_read = LastRead(full=bool(why), why=why, definitions_read=fresh)
         self._since_full = 0 if why else self._since_full + 1
         if why:
