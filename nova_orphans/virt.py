@@ -299,8 +299,9 @@ class _EventLoop:
     def _run(self) -> None:
         # NOTE: an error ends the thread; ``answers`` then says so, and the next
         # ``ensure_running`` starts another under a new generation.
-        while libvirt.virEventRunDefaultImpl() == 0:
-            pass
+        with contextlib.suppress(libvirt.libvirtError):
+            while libvirt.virEventRunDefaultImpl() == 0:
+                pass
 
 
 _LOOP = _EventLoop()
