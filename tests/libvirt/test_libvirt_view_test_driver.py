@@ -10,6 +10,8 @@ make the next cycle a full read.
 
 from __future__ import annotations
 
+import argparse
+import pathlib
 import random
 import time
 import uuid as uuidlib
@@ -19,10 +21,13 @@ import libvirt
 import pytest
 
 from nova_orphans import virt
+from nova_orphans.cli import agent as cli_agent
+from nova_orphans.cli import configure
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import errors, hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1
 from nova_orphans.observe.libvirt_view import LibvirtView
+from nova_orphans.record.metrics import Metrics
 
 URI = "test:///default"
 PREFIX = "view-"
@@ -305,3 +310,29 @@ def test_re_verification_is_a_fresh_read_never_the_view(
         fresh = session.lookup_domain(uuid)
     (truth,) = [d for d in full_read() if d.uuid == uuid]
     assert fresh == truth and kept != truth
+
+
+def test_the_configured_cadence_reaches_the_agents_view_and_closes_with_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    conf = tmp_path / "agent.conf"
+    conf.write_text(
+        "[DEFAULT]\nhost = cmp-1\n[nova]\nauth_type = admin_token\n"
+        "endpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
+        f"[agent]\nfull_read_every = 4\nstate_dir = {tmp_path}/state\n"
+    )
+    args = argparse.Namespace(config_files=[str(conf)], host=None, libvirt_uri=URI, dry_run=False)
+    agent = cli_agent.build_agent(configure.load_conf(args), args, Metrics())
+    view = agent.libvirt_view
+    try:
+        assert view is not None and view._full_every == 4
+        fulls = []
+        for _ in range(5):
+            with agent.open_hypervisor() as session:
+                session.list_domains()
+            assert view.last_read is not None
+            fulls.append(view.last_read.full)
+        assert fulls == [True, False, False, False, True]
+    finally:
+        agent.close()
+    assert view._observer is None  # its connection closed with the agent
