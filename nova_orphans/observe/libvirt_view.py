@@ -16,7 +16,8 @@ The next cycle is a full read whenever the view is in doubt: the first cycle on 
 connection (after a start or a reconnect), a connection libvirt closed (keepalive,
 libvirtd restarted), an event loop that stopped answering, a cycle whose read
 failed, a fresh look (re-verification, docs/design.md rule 5) that disagreed with
-the view, and one cycle in ``full_read_every`` in any case. Re-verification before
+the view, and one cycle in ``full_read_every`` in any case; a connection whose driver
+sends no domain events is read in full every cycle. Re-verification before
 a step is always a fresh read of its own (``lookup_domain``), never the view.
 """
 
@@ -74,6 +75,7 @@ class LibvirtView:
         self._doubt: str | None = "the first read"
         self._since_full = 0
         self._closed: str | None = None
+        self._unwatched: str | None = None
         self.last_read: LastRead | None = None
 
     @property
@@ -144,6 +146,8 @@ class LibvirtView:
         if self._doubt is not None:
             why, self._doubt = self._doubt, None
             return why
+        if self._unwatched is not None:
+            return self._unwatched
         if not virt.event_loop_answers(self._generation):
             return "libvirt's event loop stopped answering"
         if self._since_full + 1 >= self._full_every:
@@ -163,11 +167,14 @@ class LibvirtView:
         observer = self._open_observer(self._uri)
         try:
             self._watching = virt.watch_domains(observer.connection, self._on_event, self._on_close)
+            self._unwatched = None
         except virt.Error as err:
-            observer.close()
-            raise errors.HypervisorError(
-                uri=self._uri, reason=f"domain events: {virt.reason(err)}"
-            ) from err
+            # NOTE: without events nothing tells the view what changed: every cycle of
+            # this connection reads in full, as before the view.
+            self._unwatched = f"libvirt sends no domain events here ({virt.reason(err)})"
+            LOG.warning(
+                "libvirt %s: %s; every cycle reads every domain", self._uri, self._unwatched
+            )
         self._observer = observer
 
     def _connected(self) -> LibvirtObserver:

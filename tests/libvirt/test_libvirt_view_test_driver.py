@@ -336,3 +336,20 @@ def test_the_configured_cadence_reaches_the_agents_view_and_closes_with_it(
     finally:
         agent.close()
     assert view._observer is None  # its connection closed with the agent
+
+
+def test_a_connection_without_domain_events_reads_in_full_every_cycle(
+    admin: libvirt.virConnect, view: LibvirtView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    History(admin, random.Random(10)).step()
+
+    def refused(conn: object, changed: object, closed: object) -> list[int]:
+        raise libvirt.libvirtError("this function is not supported by the connection driver")
+
+    monkeypatch.setattr(virt, "watch_domains", refused)
+    whys = []
+    for _ in range(3):
+        assert cycle(view) == full_read()
+        assert view.last_read is not None and view.last_read.full
+        whys.append(view.last_read.why)
+    assert "no domain events" in str(whys[1]) and whys[1] == whys[2]
