@@ -20,9 +20,9 @@ The costs the model of ``nova_costs.json`` lacked (issue 19), measured against t
 
 It holds the e2e session lock while its servers and rows exist, creates its servers on the
 fake-driver computes (``host1``, ``host2``, ``host3`` in cell2) and deletes them at the end.
-Run from the repository root, with the stack up, under ``flock /work/bench.lock``::
+Run from the repository root, with the stack up and no other benchmark using it::
 
-    STACK_DIR=/work/main/.stack .venv/bin/python -m benchmarks.bench_nova_scale --write
+    .venv/bin/python -m benchmarks.bench_nova_scale --write
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ so no e2e session sees them; it deletes every server of its project at the end,
 even on failure or SIGTERM, and waits until they are gone. Run from the
 repository root, with the stack up::
 
-    STACK_DIR=/work/main/.stack .venv/bin/python -m benchmarks.bench_real_nova \\
+    .venv/bin/python -m benchmarks.bench_real_nova \\
         [--sizes 100 1000] [--runs 5] [--calibrate] [--profile]
 """
 

@@ -31,6 +31,7 @@ from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.core.sightings import next_sightings
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
+from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.api import Transport
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import NovaTracker
@@ -149,6 +150,8 @@ class Agent:
     stop_timeout: float = STOP_TIMEOUT
     metrics: Metrics = dataclasses.field(default_factory=Metrics)
     clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc)
+    #: The view of libvirt that ``open_hypervisor`` keeps between cycles, closed with the agent.
+    libvirt_view: LibvirtView | None = None
     #: One cycle in this many looks at every server of the host; the others ask Nova
     #: only what changed since the last view (``observe/nova/tracker.py``).
     full_look_every: int = FULL_LOOK_EVERY
@@ -171,6 +174,8 @@ class Agent:
         try:
             self.effects.close()
             self.journal.close()
+            if self.libvirt_view is not None:
+                self.libvirt_view.close()
         finally:
             if self.live_lock is not None:
                 self.live_lock.release()

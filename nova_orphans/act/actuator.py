@@ -256,6 +256,11 @@ class Actuator(Steps):
         before = finding.domain
         if before is None or (domain.state, domain.job_active) != (before.state, before.job_active):
             return "the domain's state or job changed"
+        if _definition(domain) != _definition(before):
+            # NOTE: the cycle's dangers were judged on the disks and interfaces it saw
+            # (between full reads, the agent's kept view of libvirt): a step acts only
+            # on a definition read afresh that is the one it was decided on.
+            return "the domain's definition (Nova metadata, disks or interfaces) changed"
         fresh = classify([domain], view, self._deny)
         if [f.kind for f in fresh] != [finding.kind]:
             now = fresh[0].kind.value if fresh else "managed by Nova"
@@ -338,3 +343,9 @@ class Actuator(Steps):
                     copy = dataclasses.replace(saved, undefining=False)
                     self._effects.write_manifest(directory, copy)
             raise
+
+
+def _definition(domain: Domain) -> tuple[object, ...]:
+    """What re-verification compares of a domain's definition: its name, Nova metadata,
+    disks and interfaces."""
+    return (domain.name, domain.metadata, domain.metadata_error, domain.disks, domain.interfaces)

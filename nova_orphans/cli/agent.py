@@ -24,6 +24,7 @@ from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.exceptions import one_line
 from nova_orphans.observe.hypervisor import LibvirtObserver
+from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
 from nova_orphans.record.lock import LiveLock
@@ -231,9 +232,12 @@ def build_agent(
             live_lock.release()
         raise
     effects = build_effects(conf, settings, paths, dry_run)
+    # NOTE: one connection for the agent's life, its view brought up to date each cycle.
+    view = LibvirtView(settings.libvirt_uri, conf.agent.full_read_every)
     return agent_loop.Agent(
         host=settings.host,
-        open_hypervisor=lambda: LibvirtObserver.open(settings.libvirt_uri),
+        open_hypervisor=view.session,
+        libvirt_view=view,
         nova=nova,
         effects=effects,
         journal=journal,

@@ -9,14 +9,53 @@ active, one ``jobInfo``.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import xml.etree.ElementTree as ET
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
 
 from nova_orphans import virt
 from nova_orphans.core import model
 from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.observe import domain_xml, errors
+
+#: What the bulk listing shows of a domain's XML at no extra cost: its name, whether it
+#: runs (the XML read is then the running guest's), its disks' targets and sources.
+Marker: TypeAlias = tuple[str, bool, tuple[tuple[object, object], ...]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    """What a domain's XML and its Nova metadata said when they were read, and the
+    ``marker`` the bulk listing showed then."""
+
+    marker: Marker
+    parsed: domain_xml.ParsedDomain
+    metadata: model.NovaMetadata | None
+    metadata_error: str | None
+
+    def says_the_same(self, other: Definition) -> bool:
+        """Whether ``other`` says the same of the domain (its marker aside)."""
+        return (self.parsed, self.metadata, self.metadata_error) == (
+            other.parsed,
+            other.metadata,
+            other.metadata_error,
+        )
+
+
+def _marker(name: str, state: int, record: Mapping[str, Any]) -> Marker:
+    """The marker of a domain listed with ``name``, ``state`` and its bulk stats ``record``.
+
+    NOTE: libvirt sends no event when a disk is attached to the persistent definition
+    of a shut-off guest (what Nova does for a volume attached to a stopped server); the
+    bulk stats list the disks of every domain, so such a change shows here.
+    """
+    disks = tuple(
+        (record.get(f"block.{n}.name"), record.get(f"block.{n}.path"))
+        for n in range(int(record.get("block.count", 0)))
+    )
+    return name, not virt.is_inactive(state), disks
 
 
 class LibvirtObserver:
@@ -43,6 +82,11 @@ class LibvirtObserver:
     def uri(self) -> str:
         """The URI this observer was opened with."""
         return self._uri
+
+    @property
+    def connection(self) -> virt.Connection:
+        """The read-only connection (for watching its domains' events)."""
+        return self._conn
 
     def close(self) -> None:
         """Close the connection; errors while closing are irrelevant and ignored."""
@@ -83,44 +127,65 @@ class LibvirtObserver:
         A domain that vanishes while it is being read is left out (it is gone);
         any other libvirt failure raises ``HypervisorError``.
         """
+        return tuple(domain for domain, _ in self.read_domains(dict))
+
+    def read_domains(
+        self, known: Callable[[], Mapping[str, Definition]]
+    ) -> list[tuple[model.Domain, Definition]]:
+        """Every domain with its definition, as ``list_domains`` reads them, except that a
+        definition in ``known()`` (by UUID, asked once the bulk listing is in) whose marker
+        the listing still shows is taken as it is instead of reading the XML again.
+
+        State, persistence, job and usage are read afresh for every domain.
+        """
         try:
             stats = virt.all_domain_stats(self._conn)
             transient = virt.transient_uuids(self._conn)
         except virt.Error as err:
             raise self._error(err) from err
+        kept = known()
         found = []
         for dom, record in stats:
+            uuid = dom.UUIDString()
             state, reason = virt.state_of(record)
-            domain = self._read(dom, state, reason, dom.UUIDString() not in transient, record)
+            marker = _marker(dom.name(), state, record)
+            definition = kept.get(uuid)
+            if definition is None or definition.marker != marker:
+                definition = self._definition(dom, marker)
+                if definition is None:
+                    continue  # gone while it was read
+            domain = self._domain(dom, state, reason, uuid not in transient, record, definition)
             if domain is not None:
-                found.append(domain)
-        return tuple(found)
+                found.append((domain, definition))
+        return found
 
     def lookup_domain(self, uuid: str) -> model.Domain | None:
         """A fresh read of one domain by UUID; None when there is no such domain."""
+        looked = self.lookup(uuid)
+        return looked[0] if looked else None
+
+    def lookup(self, uuid: str) -> tuple[model.Domain, Definition] | None:
+        """A fresh read of one domain by UUID, with its definition; None when there is none."""
         try:
             dom = self._conn.lookupByUUIDString(uuid)
             state, reason = dom.state()
             persistent = bool(dom.isPersistent())
-            stats = virt.domain_stats(self._conn, dom)
+            stats = virt.domain_stats(self._conn, dom) or {}
         except virt.Error as err:
             if virt.is_gone(err):
                 return None
             raise self._error(err) from err
-        return self._read(dom, state, reason, persistent, stats)
+        definition = self._definition(dom, _marker(dom.name(), state, stats))
+        if definition is None:
+            return None
+        domain = self._domain(dom, state, reason, persistent, stats, definition)
+        return (domain, definition) if domain is not None else None
 
-    def _read(
-        self,
-        dom: virt.Domain,
-        state: int,
-        reason: int,
-        persistent: bool,
-        stats: dict[str, Any] | None = None,
-    ) -> model.Domain | None:
+    def _definition(self, dom: virt.Domain, marker: Marker) -> Definition | None:
+        """The domain's XML and Nova metadata, read now; None when the domain is gone."""
         try:
             xml = dom.XMLDesc(0)
             found = _metadata_element(dom)
-            job_active = self._job_active(dom, state, reason)
         except virt.Error as err:
             if virt.is_gone(err):
                 return None
@@ -130,17 +195,35 @@ class LibvirtObserver:
         except domain_xml.DomainXMLError as err:
             raise errors.HypervisorError(uri=self._uri, reason=f"{dom.name()}: {err}") from err
         metadata, metadata_error = _parse_metadata(found)
+        return Definition(marker, parsed, metadata, metadata_error)
+
+    def _domain(
+        self,
+        dom: virt.Domain,
+        state: int,
+        reason: int,
+        persistent: bool,
+        stats: dict[str, Any],
+        definition: Definition,
+    ) -> model.Domain | None:
+        try:
+            job_active = self._job_active(dom, state, reason)
+        except virt.Error as err:
+            if virt.is_gone(err):
+                return None
+            raise self._error(err) from err
+        parsed = definition.parsed
         return model.Domain(
             uuid=dom.UUIDString(),
             name=dom.name(),
             state=virt.domain_state(state),
             persistent=persistent,
             job_active=job_active,
-            metadata=metadata,
-            metadata_error=metadata_error,
+            metadata=definition.metadata,
+            metadata_error=definition.metadata_error,
             disks=parsed.disks,
             interfaces=parsed.interfaces,
-            usage=usage_of(stats or {}, parsed, not virt.is_inactive(state)),
+            usage=usage_of(stats, parsed, not virt.is_inactive(state)),
         )
 
     def _job_active(self, dom: virt.Domain, state: int, reason: int) -> bool:

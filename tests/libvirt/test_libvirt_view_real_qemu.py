@@ -1,0 +1,190 @@
+"""The agent's libvirt view against a real libvirtd running QEMU (TCG) guests.
+
+Between cycles our guests are defined, started, stopped, re-tagged, given a USB disk
+hot-plugged and hot-unplugged, given a disk in their persistent definition only (libvirt
+sends no event for that), redefined, undefined, and a transient one comes and goes; each
+cycle the view lists our guests as a full read on a fresh connection does, reading the
+XML of only the guests that changed. libvirtd dropping the connection makes the next
+cycle connect again and read in full. Only our own domains are compared and cleaned up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import libvirt
+import pytest
+
+from nova_orphans.core import model
+from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.observe import hypervisor
+from nova_orphans.observe.domain_xml import NOVA_NS_1_1
+from nova_orphans.observe.libvirt_view import LibvirtView
+
+pytestmark = pytest.mark.libvirtd
+
+PREFIX = "nova-orphans-view-"
+#: How long libvirtd may take to send a change's events (a cycle comes minutes later).
+EVENTS_SETTLE = 0.5
+
+
+def usb_disk(path: str, target: str) -> str:
+    """A USB disk: QEMU plugs and unplugs it without the guest's help (the guest has no OS)."""
+    return (
+        "<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+        f"<source file='{path}'/><target dev='{target}' bus='usb'/></disk>"
+    )
+
+
+@pytest.fixture
+def admin(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    conn = libvirt.open(qemu_system_uri)
+    yield conn
+    for dom in conn.listAllDomains(0):
+        if dom.name().startswith(PREFIX):
+            persistent = dom.isPersistent()
+            if dom.isActive():
+                dom.destroy()
+            if persistent:
+                dom.undefine()
+    conn.close()
+
+
+@pytest.fixture
+def images() -> Iterator[str]:
+    """A directory libvirtd's QEMU may open (not a private temporary directory)."""
+    path = f"/var/tmp/{PREFIX}{os.getpid()}"
+    os.makedirs(path, exist_ok=True)
+    yield path
+    subprocess.run(["rm", "-rf", path], check=False)
+
+
+def ours(domains: tuple[model.Domain, ...]) -> dict[str, model.Domain]:
+    """Our guests by UUID, their CPU time left out (it moves between two reads)."""
+    return {
+        d.uuid: dataclasses.replace(d, usage=dataclasses.replace(d.usage, cpu_seconds=None))
+        for d in domains
+        if d.name.startswith(PREFIX)
+    }
+
+
+class Cycles:
+    """The view's cycles, each checked against a full read."""
+
+    def __init__(self, view: LibvirtView, uri: str) -> None:
+        self.view, self.uri = view, uri
+
+    def run(self) -> tuple[bool, frozenset[str]]:
+        """One cycle after the changes settled: whether it read in full, and which of our
+        guests' XML it read. Asserts that it lists our guests as a full read does."""
+        time.sleep(EVENTS_SETTLE)
+        with self.view.session() as session:
+            listed = session.list_domains()
+        with hypervisor.LibvirtObserver.open(self.uri) as observer:
+            full = observer.list_domains()
+        assert ours(listed) == ours(full)
+        read = self.view.last_read
+        assert read is not None
+        return read.full, read.definitions_read & set(ours(listed))
+
+
+def test_each_cycle_of_a_real_history_lists_our_guests_as_a_full_read_does(
+    qemu_system_uri: str, admin: libvirt.virConnect, images: str
+) -> None:
+    def define(n: int, *devices: str) -> libvirt.virDomain:
+        xml = worlds.qemu_domain(
+            uuid=worlds.random_uuid(),
+            name=f"{PREFIX}{n}",
+            metadata=worlds.nova_metadata(name=f"server-{n}"),
+            devices=devices,
+        )
+        return admin.defineXML(xml)
+
+    disk = f"{images}/disk.raw"
+    subprocess.run(["truncate", "-s", "1M", disk], check=True)
+    off, on = define(1), define(2)
+    view = LibvirtView(qemu_system_uri, full_read_every=1000)
+    cycles = Cycles(view, qemu_system_uri)
+    try:
+        assert cycles.run()[0] is True
+        assert cycles.run() == (False, frozenset())  # nothing changed: no XML read
+
+        on.create()
+        assert cycles.run() == (False, {on.UUIDString()})
+        on.attachDeviceFlags(usb_disk(disk, "sda"), libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        assert cycles.run() == (False, {on.UUIDString()})
+        on.detachDeviceFlags(usb_disk(disk, "sda"), libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        assert cycles.run() == (False, {on.UUIDString()})
+        tag = worlds.nova_metadata(name="renamed").replace("nova:", "").replace(":nova=", "=")
+        on.setMetadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT, tag, "nova", NOVA_NS_1_1,
+            libvirt.VIR_DOMAIN_AFFECT_LIVE | libvirt.VIR_DOMAIN_AFFECT_CONFIG,
+        )  # fmt: skip
+        assert cycles.run() == (False, {on.UUIDString()})
+        # No event for a disk given to a shut-off guest's definition: the listing shows it.
+        off.attachDeviceFlags(usb_disk(disk, "sdb"), libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+        assert cycles.run() == (False, {off.UUIDString()})
+        off.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, tag, "nova", NOVA_NS_1_1, 0)
+        assert cycles.run() == (False, {off.UUIDString()})
+
+        on.destroy()
+        off.undefine()
+        new = define(3)
+        transient = admin.createXML(
+            worlds.qemu_domain(uuid=worlds.random_uuid(), name=f"{PREFIX}t"), 0
+        )
+        assert cycles.run() == (False, {on.UUIDString(), new.UUIDString(), transient.UUIDString()})
+        transient.destroy()
+        admin.defineXML(on.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE).replace("32768", "49152"))
+        assert cycles.run() == (False, {on.UUIDString()})
+        assert cycles.run() == (False, frozenset())
+    finally:
+        view.close()
+
+
+def our_clients() -> list[str]:
+    """libvirtd's ids of this process's read-only connections."""
+    listed = subprocess.run(
+        ["virt-admin", "client-list", "libvirtd"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()[2:]
+    found = []
+    for client in (line.split()[0] for line in listed if line.strip()):
+        info = subprocess.run(
+            ["virt-admin", "client-info", "libvirtd", client],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        fields = dict(row.split(":", 1) for row in info.splitlines() if ":" in row)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        if fields.get("unix_process_id") == str(os.getpid()) and fields.get("readonly") == "yes":
+            found.append(client)
+    return found
+
+
+def test_libvirtd_dropping_the_connection_makes_the_next_cycle_connect_and_read_in_full(
+    qemu_system_uri: str, admin: libvirt.virConnect
+) -> None:
+    dom = admin.defineXML(
+        worlds.qemu_domain(uuid=worlds.random_uuid(), name=f"{PREFIX}drop", metadata=None)
+    )
+    view = LibvirtView(qemu_system_uri, full_read_every=1000)
+    cycles = Cycles(view, qemu_system_uri)
+    try:
+        cycles.run()
+        assert cycles.run()[0] is False
+        (client,) = our_clients()
+        subprocess.run(["virt-admin", "client-disconnect", "libvirtd", client], check=True)
+        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, "<x/>", "x", "urn:x", 0)
+        full, _ = cycles.run()
+        assert full is True
+        assert view.last_read is not None and "closed" in str(view.last_read.why)
+        assert cycles.run()[0] is False
+        assert our_clients() not in ([], [client])  # a new connection
+    finally:
+        view.close()
