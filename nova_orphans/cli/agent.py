@@ -23,7 +23,6 @@ from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.exceptions import one_line
-from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
