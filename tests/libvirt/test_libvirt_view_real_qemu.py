@@ -24,6 +24,7 @@ from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1
 from nova_orphans.observe.libvirt_view import LibvirtView
+from tests.libvirt.domains import remove_domains
 
 pytestmark = pytest.mark.libvirtd
 
@@ -45,13 +46,7 @@ def admin(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
     libvirt.registerErrorHandler(lambda *_: None, None)
     conn = libvirt.open(qemu_system_uri)
     yield conn
-    for dom in conn.listAllDomains(0):
-        if dom.name().startswith(PREFIX):
-            persistent = dom.isPersistent()
-            if dom.isActive():
-                dom.destroy()
-            if persistent:
-                dom.undefine()
+    remove_domains(conn, PREFIX)
     conn.close()
 
 

@@ -28,6 +28,7 @@ from nova_orphans.observe import errors, hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.record.metrics import Metrics
+from tests.libvirt.domains import remove_domains
 
 URI = "test:///default"
 PREFIX = "view-"
@@ -39,13 +40,7 @@ def admin() -> Iterator[libvirt.virConnect]:
     libvirt.registerErrorHandler(virt.ignore_errors, None)
     conn = libvirt.open(URI)
     yield conn
-    for dom in conn.listAllDomains(0):
-        if dom.name().startswith(PREFIX):
-            persistent = dom.isPersistent()
-            if dom.isActive():
-                dom.destroy()
-            if persistent:
-                dom.undefine()
+    remove_domains(conn, PREFIX)
     conn.close()
 
 
