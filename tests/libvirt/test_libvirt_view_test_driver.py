@@ -149,8 +149,7 @@ def test_every_cycle_of_a_random_history_lists_what_a_full_read_lists(
 ) -> None:
     rng = random.Random(seed)
     history = History(admin, rng)
-    for _ in range(8):
-        history.step()
+    before = {history.step() for _ in range(8)}
     assert cycle(view) == full_read()
     assert view.last_read is not None and view.last_read.full
     for _ in range(25):
@@ -158,8 +157,10 @@ def test_every_cycle_of_a_random_history_lists_what_a_full_read_lists(
         assert cycle(view) == full_read()
         read = view.last_read
         assert read is not None and not read.full
-        # It costs what changed: only the domains touched since the last cycle are read.
-        assert read.definitions_read <= touched
+        # It costs what changed: only the domains touched since the last cycle are read
+        # (NOTE: or in the cycle before, when libvirt's event came after that cycle read).
+        assert read.definitions_read <= touched | before
+        before = touched
 
 
 def test_a_quiet_cycle_reads_no_xml(admin: libvirt.virConnect, view: LibvirtView) -> None:
