@@ -142,7 +142,7 @@ class NovaTracker:
     def _finish(self, host: str, update: Update, domains: frozenset[str], listed: bool) -> NovaView:
         servers_here = dict(update.servers_here)
         looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
-        lookups = {**update.kept, **looked_up}
+        lookups = {**update.kept, **update.from_changes, **looked_up}
         # NOTE: Nova skips a cell it cannot reach in any filtered listing (docs/design.md
         # rule 17). The host's servers all live in its cell: a listing that names any came
         # from it, answering; an empty one is checked against the service listing. A

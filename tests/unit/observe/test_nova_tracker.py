@@ -355,6 +355,34 @@ def test_only_the_changed_orphans_are_looked_up_again() -> None:
     assert tracked == h.full()
 
 
+def test_a_changed_row_on_the_host_is_its_own_lookup() -> None:
+    """The host's change listing gives the detail record a lookup would: a deleted row
+    nova-compute's clean-up saves again (``cleaned``, every ``instance_delete_interval``),
+    or a SOFT_DELETED server whose task changes, is filed from it, with no lookup of its
+    own; the findings are a full look's."""
+    h = Host(servers=10)
+    orphans(h, 3)
+    h.tracked()
+    h.later()
+    h.tracked()
+    h.later()
+    deleted = [u for u in h.domains if u in h.nova.servers and h.nova.server(u).deleted]
+    soft = [
+        u for u in h.domains if u in h.nova.servers and h.nova.server(u).vm_state == "soft-delete"
+    ]
+    for uuid in deleted:
+        h.nova._update(uuid, h.nova.clock)  # the row saved again, nothing else changed
+    h.nova.set_task_state(soft[0], "restoring")
+    h.nova.log.clear()
+    tracked = h.tracked()
+    assert not h.tracker.last_was_full and len(deleted) == 3
+    assert not [p for p in h.nova.log if p.startswith("/servers/detail?") and "uuid=" in p]
+    assert {f.uuid: f.kind.value for f in tracked if f.uuid in deleted} == dict.fromkeys(
+        deleted, "deleted"
+    )
+    assert tracked == h.full()
+
+
 def test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look() -> None:
     """The known limit (docs/design.md §8): archival changes no row's updated_at. The kept
     record says deleted until the next full look; a step re-verifies afresh (rule 5,
