@@ -24,6 +24,19 @@ every ``full_every`` cycles and whenever anything is in doubt: no earlier view (
 the last cycle failed), no ``Date`` from Nova, no report time, Nova's clock gone back or
 off its reports, a server listed here that shows no change, a domain of a server Nova
 places here, unchanged, gone, or the caller saying so (``invalidate``).
+
+Nova's clocks are read (a service listing's newest report beside the look's ``Date``) at
+start and while in doubt only: after a look that failed, while they disagree, after Nova's
+clock went back or a listing came without a report time. NOTE: not periodically: Nova
+answers ``os-services?host=H`` from every compute service of every cell (services.py
+filters after ``service_get_all(..., all_cells=True)``; 10 s of Nova time at 10,000
+computes), and no per-host answer carries a writer's time instead (a hypervisor's
+``service`` names its host, id and disabled reason, no ``updated_at``; its uptime is an RPC
+to the compute). A lead that changes while the clocks agree (a clock stepped forward
+between readings) is not seen until a reading; it can only hide a change of a server that
+stays on the host until the next full look (every ``full_every`` cycles, which re-bases
+the view whatever the clocks say), and re-verification before a step is a full look
+(docs/design.md §8).
 """
 
 from __future__ import annotations
@@ -47,11 +60,6 @@ from nova_orphans.observe.nova.observer import NovaObserver
 LOG = logging.getLogger(__name__)
 
 SAFETY_MARGIN = datetime.timedelta(minutes=5)
-#: Full looks between two readings of the host's service listing for Nova's clocks (a day
-#: at the defaults). NOTE: Nova answers ``os-services?host=H`` from every compute service of
-#: every cell (services.py filters after reading them all): at 10,000 computes that one
-#: request costs Nova seconds, more than everything else a cycle asks.
-CLOCK_READ_EVERY = 24
 
 
 class NovaTracker:
@@ -65,9 +73,8 @@ class NovaTracker:
         self._last_start: datetime.datetime | None = None
         #: How far Nova's ``Date`` ran ahead of its newest service report, last measured.
         self._ahead: datetime.timedelta | None = None
-        #: Full looks since that measurement, and whether it found the clocks apart.
-        self._looks_since_clock = 0
-        self._clocks_apart = False
+        #: Whether the next full look must read a report time (at start and in doubt).
+        self._clock_due = True
         #: Whether the last view was a full look (for the logs and the tests).
         self.last_was_full = True
         #: The domains whose record the last view kept from an earlier one (for the tests).
@@ -86,8 +93,11 @@ class NovaTracker:
         """Nova's view of ``host``: from the changes when the last view can be trusted."""
         domains = frozenset(domain_uuids)
         base, why = self._baseline, self._doubt or _why_full(self._baseline, host, self._full_every)
-        # NOTE: until this look succeeds there is no view to build on.
+        clock_due = self._clock_due
+        # NOTE: until this look succeeds there is no view to build on, and the clocks are
+        # in doubt: a look that failed reads them again.
         self.invalidate("the last look at Nova failed")
+        self._clock_due = True
         self.kept = frozenset()
         self._nova.restart_clock()
         view: NovaView | None = None
@@ -101,9 +111,10 @@ class NovaTracker:
             LOG.info("a full look at Nova: %s", why)
             self._nova.restart_clock()
             view = self._nova.observe(host, domain_uuids, details_for, cells_from_listing=True)
-            if self._clock_due() and self._nova.newest_report_at is None:
+            if clock_due and self._nova.newest_report_at is None:
                 self._nova.require_cells_answer(host)
-        self._keep(view, domains, base, full=why is not None)
+        full = why is not None
+        self._keep(view, domains, base, full=full, clock_read=clock_due and full)
         self.last_was_full = why is not None
         return view
 
@@ -131,7 +142,7 @@ class NovaTracker:
     def _finish(self, host: str, update: Update, domains: frozenset[str], listed: bool) -> NovaView:
         servers_here = dict(update.servers_here)
         looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
-        lookups = {**update.kept, **looked_up}
+        lookups = {**update.kept, **update.from_changes, **looked_up}
         # NOTE: Nova skips a cell it cannot reach in any filtered listing (docs/design.md
         # rule 17). The host's servers all live in its cell: a listing that names any came
         # from it, answering; an empty one is checked against the service listing. A
@@ -161,26 +172,35 @@ class NovaTracker:
         return records
 
     def _keep(
-        self, view: NovaView, domains: frozenset[str], base: Baseline | None, full: bool
+        self,
+        view: NovaView,
+        domains: frozenset[str],
+        base: Baseline | None,
+        full: bool,
+        clock_read: bool,
     ) -> None:
-        """Keep ``view`` for the next cycle; ``base``: the view before it."""
+        """Keep ``view`` for the next cycle; ``base``: the view before it.
+
+        ``clock_read``: whether the look read a service listing to measure Nova's clocks.
+        """
         started, reported = self._nova.first_answer_at, self._nova.newest_report_at
+        self._clock_due = False
         if started is not None and reported is not None:
-            self._ahead, self._looks_since_clock = started - reported, 0
-            self._clocks_apart = _clocks_disagree(started, reported) is not None
-        elif full and self._clock_due():
+            self._ahead = started - reported
+            self._clock_due = _clocks_disagree(started, reported) is not None
+        elif clock_read:
             self._ahead = None  # NOTE: asked for, and no report time came
-        elif full:
-            self._looks_since_clock += 1
         # NOTE: a look that reads no service listing (it costs Nova every service of the
         # cloud) dates its changes from its own Date less the API node's lead over the
-        # reports last measured; a full look measures it again when due (``_clock_due``).
+        # reports last measured; a full look measures it again while in doubt.
         self.clock_ahead = self._ahead.total_seconds() if self._ahead is not None else None
-        if started is None:
-            self.invalidate("Nova's answers carry no Date")
-            return
-        if self._ahead is None:
-            self.invalidate("Nova's service listing carries no report time")
+        if started is None or self._ahead is None:
+            self._clock_due = True
+            self.invalidate(
+                "Nova's answers carry no Date"
+                if started is None
+                else "Nova's service listing carries no report time"
+            )
             return
         since = min(started, started - self._ahead) - SAFETY_MARGIN
         incremental = 0 if full or base is None else base.incremental + 1
@@ -190,6 +210,7 @@ class NovaTracker:
         self._doubt = None
         if self._last_start is not None and started < self._last_start:
             # NOTE: Nova's clock went back: its stamps and ours may not compare.
+            self._clock_due = True
             self.invalidate(f"Nova's clock went back from {self._last_start} to {started}")
         self._last_start = started
         off = _clocks_disagree(started, reported) if reported is not None else None
@@ -198,17 +219,6 @@ class NovaTracker:
                 "Nova's clocks disagree, every look at Nova is full until they agree: %s", off
             )
             self.invalidate(off)
-
-    def _clock_due(self) -> bool:
-        """Whether this full look must read a service report to measure Nova's clocks.
-
-        NOTE: at start, while they disagree, and every ``CLOCK_READ_EVERY`` full looks.
-        """
-        return (
-            self._ahead is None
-            or self._clocks_apart
-            or self._looks_since_clock + 1 >= CLOCK_READ_EVERY
-        )
 
 
 def _changed(kept: Server | None, shown: Server | None) -> bool:

@@ -15,7 +15,7 @@ from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
-from nova_orphans.observe.nova.tracker import CLOCK_READ_EVERY, NovaTracker
+from nova_orphans.observe.nova.tracker import NovaTracker
 
 HOST, OTHER = "cmp-1", "cmp-2"
 META = NovaMetadata("http://openstack.org/xmlns/libvirt/nova/1.1")
@@ -352,6 +352,34 @@ def test_only_the_changed_orphans_are_looked_up_again() -> None:
     ]
     # the changed orphan's migrations are asked again with it
     assert any(p.startswith("/os-migrations?") for p in h.nova.log)
+    assert tracked == h.full()
+
+
+def test_a_changed_row_on_the_host_is_its_own_lookup() -> None:
+    """The host's change listing gives the detail record a lookup would: a deleted row
+    nova-compute's clean-up saves again (``cleaned``, every ``instance_delete_interval``),
+    or a SOFT_DELETED server whose task changes, is filed from it, with no lookup of its
+    own; the findings are a full look's."""
+    h = Host(servers=10)
+    orphans(h, 3)
+    h.tracked()
+    h.later()
+    h.tracked()
+    h.later()
+    deleted = [u for u in h.domains if u in h.nova.servers and h.nova.server(u).deleted]
+    soft = [
+        u for u in h.domains if u in h.nova.servers and h.nova.server(u).vm_state == "soft-delete"
+    ]
+    for uuid in deleted:
+        h.nova._update(uuid, h.nova.clock)  # the row saved again, nothing else changed
+    h.nova.set_task_state(soft[0], "restoring")
+    h.nova.log.clear()
+    tracked = h.tracked()
+    assert not h.tracker.last_was_full and len(deleted) == 3
+    assert not [p for p in h.nova.log if p.startswith("/servers/detail?") and "uuid=" in p]
+    assert {f.uuid: f.kind.value for f in tracked if f.uuid in deleted} == dict.fromkeys(
+        deleted, "deleted"
+    )
     assert tracked == h.full()
 
 
@@ -693,17 +721,69 @@ def test_a_steady_cycles_requests_are_those_the_design_names() -> None:
     assert [rows for _, rows in seen[:2]] == [48, 1]
 
 
-def test_the_agents_full_looks_read_the_service_listing_only_to_measure_novas_clocks() -> None:
-    """``os-services?host=H`` costs Nova every compute service of the cloud: a full look whose
-    host listing named servers (its cell answered) reads it only when Nova's clocks are due
-    to be measured again: at start and every CLOCK_READ_EVERY full looks."""
+def clock_read(h: Host) -> bool:
+    """Whether the last cycle read a service listing (Nova's clocks measured)."""
+    return any(p.startswith("/os-services?") for p in h.nova.log)
+
+
+def test_the_agents_full_looks_read_the_service_listing_only_at_start_and_in_doubt() -> None:
+    """docs/design.md §8: ``os-services?host=H`` costs Nova every compute service of the
+    cloud: a full look whose host listing named servers (its cell answered) reads it only to
+    measure Nova's clocks, at start and while in doubt (a failed look, clocks apart, Nova's
+    clock gone back), never periodically; every look stays equal to a full look."""
     h = Host(servers=3)
     h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
     read = []
-    for _ in range(2 * CLOCK_READ_EVERY + 1):
+    for _ in range(60):
         h.later()
         h.nova.log.clear()
         tracked = h.tracked()
-        read.append(any(p.startswith("/os-services?") for p in h.nova.log))
+        read.append(clock_read(h))
         assert h.tracker.last_was_full and tracked == h.full()
-    assert [n for n, r in enumerate(read) if r] == [0, CLOCK_READ_EVERY, 2 * CLOCK_READ_EVERY]
+    assert [n for n, r in enumerate(read) if r] == [0]
+
+
+@pytest.mark.parametrize("doubt", ["failed look", "clock went back"])
+def test_a_doubt_makes_the_next_full_look_read_novas_clocks_once(doubt: str) -> None:
+    """After a look that failed or Nova's clock going back, the next full look measures the
+    clocks again; the ones after it, clocks agreeing, do not."""
+    h = Host(servers=3)
+    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+    h.tracked()
+    h.later()
+    if doubt == "failed look":
+        h.nova.inject(Fault.SERVER_ERROR)
+        with pytest.raises(NovaError):
+            h.tracked()
+    else:
+        h.nova.clock -= datetime.timedelta(hours=1)
+        h.tracked()
+    read = []
+    for _ in range(3):
+        h.later()
+        h.nova.log.clear()
+        tracked = h.tracked()
+        read.append(clock_read(h))
+        assert tracked == h.full()
+    assert read == [True, False, False]
+
+
+def test_clocks_apart_are_read_at_every_full_look_until_they_agree() -> None:
+    """While the API node's Date is off the newest report, every look is full and reads the
+    clocks; once they agree again, one more reading and incremental looks follow."""
+    h = Host(servers=3)
+    h.nova.api_clock_offset = datetime.timedelta(minutes=10)
+    read = []
+    for _ in range(3):
+        h.later()
+        h.nova.log.clear()
+        h.tracked()
+        read.append((clock_read(h), h.tracker.last_was_full))
+    h.nova.api_clock_offset = datetime.timedelta(0)
+    for _ in range(3):
+        h.later()
+        h.nova.log.clear()
+        h.tracked()
+        read.append((clock_read(h), h.tracker.last_was_full))
+    assert read == [(True, True)] * 4 + [(False, False)] * 2
+    assert h.tracker.clock_ahead == 0
