@@ -543,12 +543,7 @@ def test_nova_api_stopped_mid_run_fails_the_cycle_closed_and_the_next_cycle_proc
     assert down.returncode == 0, down.stderr
     try:
         failed = agent.cycle(expect=exits.ERROR)
-        # NOTE: besides the agent's start and stop lines (as an OpenStack service logs).
-        lines = [
-            line
-            for line in failed.done.stderr.strip().splitlines()
-            if " starting (" not in line and "nova-orphans stopped " not in line
-        ]
+        lines = harness.stderr_lines(failed.done.stderr)
         assert len(lines) == 1, failed.done.stderr
         assert "nova" in lines[0].lower(), lines[0]
         assert not failed.done.stdout.strip(), failed.done.stdout

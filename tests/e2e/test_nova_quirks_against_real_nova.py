@@ -107,7 +107,7 @@ def cell2_server(nova_stack: harness.Nova) -> Any:
 
 def assert_one_line_naming_the_cell(done: Any) -> None:
     assert done.returncode == exits.ERROR, (done.returncode, done.stdout[-2000:], done.stderr)
-    lines = done.stderr.strip().splitlines()
+    lines = harness.stderr_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     assert "Nova could not reach a cell" in lines[0], lines[0]
     assert harness.CELL2_HOST in lines[0] or "partial" in lines[0], lines[0]

@@ -554,6 +554,16 @@ def run_audit(
     )
 
 
+def stderr_lines(stderr: str) -> list[str]:
+    """stderr's lines, less the agent's start and stop lines (logged as OpenStack services
+    log theirs): what a command said besides them."""
+    return [
+        line
+        for line in stderr.strip().splitlines()
+        if " starting (" not in line and "nova-orphans stopped " not in line
+    ]
+
+
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``nova-orphans ARGS`` as a subprocess."""
     return subprocess.run(
