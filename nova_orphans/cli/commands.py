@@ -314,7 +314,7 @@ def register_files(commands: Any) -> None:
         "sample-config", help="print the sample configuration (every option, with its help)"
     )
     add_debug(sample)
-    handles(sample, FILES, "print_sample_config")
+    handles(sample, FILES, "print_shipped")
     unit = commands.add_parser(
         "systemd-unit", help="print the systemd unit, ExecStart naming this installation"
     )
@@ -331,7 +331,7 @@ def register_files(commands: Any) -> None:
         "(role nova-orphans-reader; for nova-api's policy.d)",
     )
     add_debug(policy)
-    handles(policy, FILES, "print_nova_policy")
+    handles(policy, FILES, "print_shipped")
     rules = commands.add_parser(
         "alert-rules", help="print the Prometheus alert rules (for rule_files: in prometheus.yml)"
     )
@@ -347,12 +347,12 @@ def register_files(commands: Any) -> None:
         "grafana-dashboard", help="print the Grafana dashboard (JSON, to import)"
     )
     add_debug(dashboard)
-    handles(dashboard, FILES, "print_grafana_dashboard")
+    handles(dashboard, FILES, "print_shipped")
     schema = commands.add_parser(
         "report-schema", help="print the JSON schema of 'audit --format json' and the report file"
     )
     add_debug(schema)
-    handles(schema, FILES, "print_report_schema")
+    handles(schema, FILES, "print_shipped")
 
 
 def register_check(commands: Any) -> None:

@@ -38,17 +38,19 @@ def shipped(name: str) -> str:
     return importlib.resources.files("nova_orphans.data").joinpath(name).read_text()
 
 
-def print_sample_config(args: argparse.Namespace) -> int:
-    """Print the sample configuration file."""
-    configure.setup_logging(configure.logging_conf(), args)
-    sys.stdout.write(shipped(SAMPLE_CONFIG))
-    return exits.OK
+#: The sub-commands that print a shipped file as it is, and the file each prints.
+PRINTED_AS_SHIPPED = {
+    "sample-config": SAMPLE_CONFIG,
+    "nova-policy": NOVA_POLICY,
+    "grafana-dashboard": DASHBOARD,
+    "report-schema": REPORT_SCHEMA,
+}
 
 
-def print_nova_policy(args: argparse.Namespace) -> int:
-    """Print the Nova policy overrides of the least-privilege role."""
+def print_shipped(args: argparse.Namespace) -> int:
+    """Print the file the sub-command stands for (``PRINTED_AS_SHIPPED``), as shipped."""
     configure.setup_logging(configure.logging_conf(), args)
-    sys.stdout.write(shipped(NOVA_POLICY))
+    sys.stdout.write(shipped(PRINTED_AS_SHIPPED[args.command]))
     return exits.OK
 
 
@@ -71,20 +73,6 @@ def alert_rules(runbook_base: str | None) -> str:
         raise common.UsageError(f"--runbook-base {runbook_base!r} is not an http(s) URL")
     base = runbook_base if runbook_base.endswith("/") else runbook_base + "/"
     return text.replace(RUNBOOK_PREFIX, f'runbook_url: "{base}admin/metrics.html#')
-
-
-def print_grafana_dashboard(args: argparse.Namespace) -> int:
-    """Print the Grafana dashboard."""
-    configure.setup_logging(configure.logging_conf(), args)
-    sys.stdout.write(shipped(DASHBOARD))
-    return exits.OK
-
-
-def print_report_schema(args: argparse.Namespace) -> int:
-    """Print the JSON schema of the report."""
-    configure.setup_logging(configure.logging_conf(), args)
-    sys.stdout.write(shipped(REPORT_SCHEMA))
-    return exits.OK
 
 
 def print_systemd_unit(args: argparse.Namespace) -> int:
