@@ -187,17 +187,27 @@ class NovaObserver(NovaEndpoints):
         if not self._filters_proven:
             self.require_admin_filters()
 
-    def _look_up_all(self, uuids: list[str]) -> list[Server | None]:
-        """``lookup`` of each of ``uuids``, in order; the first failure is raised.
+    def show_all(self, uuids: list[str]) -> list[Server | None]:
+        """``show`` of each of ``uuids``, in order, ``lookups_at_once`` in flight."""
+        return self._ask_each(self.show, uuids)
 
-        NOTE: a failed lookup fails the whole look (fail closed) whether or not
+    def _look_up_all(self, uuids: list[str]) -> list[Server | None]:
+        """``lookup`` of each of ``uuids``, in order, ``lookups_at_once`` in flight."""
+        return self._ask_each(self.lookup, uuids)
+
+    def _ask_each(
+        self, ask: Callable[[str], Server | None], uuids: list[str]
+    ) -> list[Server | None]:
+        """``ask`` of each of ``uuids``, in order; the first failure is raised.
+
+        NOTE: a failed request fails the whole look (fail closed) whether or not
         others were in flight; the pool waits for them before raising.
         """
         if self._lookups_at_once == 1 or len(uuids) < 2:
-            return [self.lookup(uuid) for uuid in uuids]
+            return [ask(uuid) for uuid in uuids]
         workers = min(self._lookups_at_once, len(uuids))
         with concurrent.futures.ThreadPoolExecutor(workers, "nova-lookup") as pool:
-            return list(pool.map(self.lookup, uuids))
+            return list(pool.map(ask, uuids))
 
     def require_cells_answer(self, host: str | None = None) -> None:
         """Raise ``NovaCellDown`` unless ``host``'s cell (every cell when None) answers Nova.

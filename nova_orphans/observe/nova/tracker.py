@@ -131,8 +131,9 @@ class NovaTracker:
         host = base.view.host
         listed = self._nova.summaries_on_host(host)
         changed_here = self._changed_on_host(host, base.since)
-        elsewhere = {u for u in sorted(to_watch(base, domains))
-                     if _changed(base.view.lookups[u], self._nova.show(u))}  # fmt: skip
+        watched = sorted(to_watch(base, domains))
+        shown = zip(watched, self._nova.show_all(watched), strict=True)
+        elsewhere = {u for u, now in shown if _changed(base.view.lookups[u], now)}
         update = bring_up_to_date(base, domains, listed, changed_here, elsewhere, details_for)
         if isinstance(update, str):
             return update

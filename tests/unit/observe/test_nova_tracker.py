@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import random
 import re
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -332,6 +333,60 @@ def test_a_steady_cycle_with_orphans_asks_once_about_each_orphan(servers: int, e
             "unknown",
         }
         assert tracked == h.full()
+
+
+def steady_with_orphans(lookups_at_once: int) -> Host:
+    """A host of 40 servers and 3 orphans of each kind, its records kept, its tracker
+    keeping ``lookups_at_once`` requests in flight."""
+    h = Host(servers=40)
+    observer = NovaObserver(h.nova, retry=lambda c: c(), lookups_at_once=lookups_at_once)
+    h.tracker = NovaTracker(observer, full_every=1000)
+    orphans(h, 3)
+    for _ in range(2):
+        h.later()
+        h.tracked()
+    h.later()
+    return h
+
+
+def test_kept_records_shown_in_flight_at_once_give_the_cycle_of_one_by_one() -> None:
+    one_by_one, at_once = steady_with_orphans(1), steady_with_orphans(4)
+    for h in (one_by_one, at_once):
+        misplaced = [
+            u for u in h.domains if h.nova.servers.get(u) and h.nova.server(u).host == OTHER
+        ]
+        h.nova.set_task_state(misplaced[0], "rebooting")
+        h.nova.log.clear()
+    threads: set[str] = set()
+    answer = at_once.nova.get
+
+    def get(path: str) -> tuple[int, object]:
+        if re.fullmatch(r"/servers/[0-9a-f-]{36}", path):
+            threads.add(threading.current_thread().name)
+        return answer(path)
+
+    at_once.nova.get = get  # type: ignore[method-assign]
+    tracked = at_once.tracked()
+    assert not at_once.tracker.last_was_full
+    assert len(threads) > 1 and all(t.startswith("nova-lookup") for t in threads)
+    shown = [p for p in at_once.nova.log if re.fullmatch(r"/servers/[0-9a-f-]{36}", p)]
+    assert len(shown) == len(set(shown)) == 12  # each kept record asked once
+    assert tracked == at_once.full()
+    assert [f.kind for f in tracked] == [f.kind for f in one_by_one.tracked()]
+
+
+def test_one_failed_show_among_many_in_flight_fails_the_cycle() -> None:
+    """Fail closed (docs/design.md rule 3): no view from the answers that did come."""
+    h = steady_with_orphans(4)
+    watched = sorted(
+        u for u in h.domains if u not in h.nova.servers or h.nova.server(u).host != HOST
+    )
+    h.nova.inject(Fault.SERVER_ERROR, path=f"/servers/{watched[-1]}")
+    with pytest.raises(NovaError):
+        h.tracked()
+    h.later()
+    assert h.tracked() == h.full()
+    assert h.tracker.last_was_full
 
 
 def test_only_the_changed_orphans_are_looked_up_again() -> None:
