@@ -209,6 +209,16 @@ class Agent:
             return report
         return dataclasses.replace(report, leftovers=self._leftovers)
 
+    def _count_looks(self) -> None:
+        """Count this cycle's looks at Nova and libvirt, full or from changes.
+
+        NOTE: one full look in ``full_look_every`` (``full_read_every``) is the design; a
+        higher rate says something keeps the agent in doubt, and its log says what.
+        """
+        self.metrics.looked("nova", full=self.nova_views.last_was_full)
+        read = self.libvirt_view.last_read if self.libvirt_view is not None else None
+        self.metrics.looked("libvirt", full=read is None or read.full)
+
     def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
         now = self.clock()
         report = pipeline.audit(
@@ -228,6 +238,7 @@ class Agent:
             leftovers_due=lambda: self.nova_views.last_was_full,
         )
         report = self._carry_leftovers(report)
+        self._count_looks()
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:
             self.metrics.nova_clock_ahead.set(self.nova_views.clock_ahead)

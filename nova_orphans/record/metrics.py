@@ -23,6 +23,9 @@ from nova_orphans.version import tool_version
 ABORT_REASONS = ("nova", "libvirt", "identity", "journal", "brake")
 #: How a destructive step ended (``nova_orphans_actions_total{outcome}``).
 OUTCOMES = ("done", "skipped", "failed", "refused")
+#: What the agent looks at, and how it read it (``nova_orphans_looks_total``).
+LOOK_SOURCES = ("nova", "libvirt")
+LOOK_READS = ("full", "changes")
 #: The kinds of Nova request the tool makes (``nova_orphans_nova_requests_total{endpoint}``).
 NOVA_ENDPOINTS = (
     "servers",  # GET /servers/detail: the listings
@@ -181,6 +184,14 @@ class Metrics:
             registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
+        self.looks = prom.Counter(
+            "nova_orphans_looks",
+            "Completed looks at Nova and at libvirt, by source (nova, libvirt) and read "
+            "(full: all the host holds, read afresh; changes: brought up to date from what "
+            "changed since the last look).",
+            ["source", "read"],
+            registry=self.registry,
+        )
         self.interval = prom.Gauge(
             "nova_orphans_config_interval_seconds",
             "[agent] interval: seconds between two cycles (the alert rules derive their "
@@ -217,6 +228,9 @@ class Metrics:
                     self.actions.labels(action=step.value, outcome=outcome, dry_run=dry_run)
         for reason in ABORT_REASONS:
             self.cycles_aborted.labels(reason=reason)
+        for source in LOOK_SOURCES:
+            for read in LOOK_READS:
+                self.looks.labels(source=source, read=read)
 
     def set_config(self, interval: float, grace_period: float) -> None:
         """Publish the configured interval and grace period (the alerts' time scale)."""
@@ -242,6 +256,10 @@ class Metrics:
         for kind in StrayKind:
             count = leftovers.count(kind) if leftovers is not None else None
             self.leftovers.labels(kind=kind.value).set(float("nan") if count is None else count)
+
+    def looked(self, source: str, full: bool) -> None:
+        """Count one completed look at ``source`` (``LOOK_SOURCES``), full or from changes."""
+        self.looks.labels(source=source, read="full" if full else "changes").inc()
 
     def nova_request(self, request: str, status: int | None, seconds: float) -> None:
         """Count and time one Nova request (``status`` None: no answer came)."""

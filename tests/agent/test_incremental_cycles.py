@@ -38,6 +38,38 @@ def test_a_full_look_every_full_look_every_cycles(tmp_path: pathlib.Path) -> Non
     assert looks(world, 7) == [True, False, False, True, False, False, True]
 
 
+def counted_looks(world: SimWorld) -> dict[tuple[str, str], float | None]:
+    registry = world.agent.metrics.registry
+    return {
+        (source, read): registry.get_sample_value(
+            "nova_orphans_looks_total", {"source": source, "read": read}
+        )
+        for source in ("nova", "libvirt")
+        for read in ("full", "changes")
+    }
+
+
+def test_the_looks_are_counted_full_or_from_changes_and_a_failed_cycle_not_at_all(
+    tmp_path: pathlib.Path,
+) -> None:
+    world = SimWorld(tmp_path)
+    assert set(counted_looks(world).values()) == {0}  # every series there from the start
+    world.agent.nova_views._full_every = 3
+    world.boot("vm-1")
+    looks(world, 4)
+    world.nova.inject(Fault.SERVER_ERROR, path="/servers")
+    assert world.cycle().error is not None
+    looks(world, 2)
+    # Nova: full, changes, changes, full; (failed); full, changes. This world's libvirt is
+    # read whole every cycle (no event-driven view).
+    assert counted_looks(world) == {
+        ("nova", "full"): 3,
+        ("nova", "changes"): 3,
+        ("libvirt", "full"): 6,
+        ("libvirt", "changes"): 0,
+    }
+
+
 def test_the_configured_cadence_reaches_the_agent(tmp_path: pathlib.Path) -> None:
     conf = tmp_path / "agent.conf"
     conf.write_text(
