@@ -874,7 +874,12 @@ def calibrate(
     model = CostModel.fitted(samples, about)
     print_costs(model, samples)
     if args.calibrate:
-        args.costs_out.write_text(model.to_json(), encoding="utf-8")
+        written = json.loads(model.to_json())
+        if args.costs_out.exists():
+            # NOTE: the `scale` section is bench_nova_scale's, measured by another run.
+            earlier = json.loads(args.costs_out.read_text(encoding="utf-8"))
+            written.update({k: v for k, v in earlier.items() if k == "scale"})
+        args.costs_out.write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
         print(f"\nwrote {args.costs_out}", flush=True)
 
 
