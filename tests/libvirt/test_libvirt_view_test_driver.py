@@ -343,7 +343,15 @@ def test_the_configured_cadence_reaches_the_agents_view_and_closes_with_it(
                 session.list_domains()
             assert view.last_read is not None
             fulls.append(view.last_read.full)
+            agent._count_looks()
         assert fulls == [True, False, False, False, True]
+        looks = {
+            read: agent.metrics.registry.get_sample_value(
+                "nova_orphans_looks_total", {"source": "libvirt", "read": read}
+            )
+            for read in ("full", "changes")
+        }
+        assert looks == {"full": 2, "changes": 3}
     finally:
         agent.close()
     assert view._observer is None  # its connection closed with the agent
