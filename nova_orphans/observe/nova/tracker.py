@@ -29,7 +29,7 @@ Nova's clocks are read (a service listing's newest report beside the look's ``Da
 start and while in doubt only: after a look that failed, while they disagree, after Nova's
 clock went back or a listing came without a report time. NOTE: not periodically: Nova
 answers ``os-services?host=H`` from every compute service of every cell (services.py
-filters after ``service_get_all(..., all_cells=True)``; 10 s of Nova time at 10,000
+filters after ``service_get_all(..., all_cells=True)``; 9 s of Nova time at 10,000
 computes), and no per-host answer carries a writer's time instead (a hypervisor's
 ``service`` names its host, id and disabled reason, no ``updated_at``; its uptime is an RPC
 to the compute). A lead that changes while the clocks agree (a clock stepped forward
