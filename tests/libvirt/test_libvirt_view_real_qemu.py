@@ -24,7 +24,7 @@ from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1
 from nova_orphans.observe.libvirt_view import LibvirtView
-from tests.libvirt.domains import remove_domains
+from tests.libvirt.domains import admin_connection
 
 pytestmark = pytest.mark.libvirtd
 
@@ -43,11 +43,8 @@ def usb_disk(path: str, target: str) -> str:
 
 @pytest.fixture
 def admin(qemu_system_uri: str) -> Iterator[libvirt.virConnect]:
-    libvirt.registerErrorHandler(lambda *_: None, None)
-    conn = libvirt.open(qemu_system_uri)
-    yield conn
-    remove_domains(conn, PREFIX)
-    conn.close()
+    with admin_connection(qemu_system_uri, PREFIX) as conn:
+        yield conn
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from nova_orphans.observe import errors, hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.record.metrics import Metrics
-from tests.libvirt.domains import remove_domains
+from tests.libvirt.domains import admin_connection
 
 URI = "test:///default"
 PREFIX = "view-"
@@ -37,11 +37,8 @@ PREFIX = "view-"
 @pytest.fixture
 def admin() -> Iterator[libvirt.virConnect]:
     """A read-write connection to the shared default world; our domains removed after."""
-    libvirt.registerErrorHandler(virt.ignore_errors, None)
-    conn = libvirt.open(URI)
-    yield conn
-    remove_domains(conn, PREFIX)
-    conn.close()
+    with admin_connection(URI, PREFIX) as conn:
+        yield conn
 
 
 @pytest.fixture
@@ -277,12 +274,13 @@ def test_a_failed_read_drops_the_connection_and_the_next_cycle_reads_in_full(
     assert view.last_read is not None and view.last_read.full
 
 
-def lose_the_event_of(
-    view: LibvirtView, history: History, change: Callable[[], None], uuid: str
-) -> None:
-    """Make ``change``, then lose libvirt's event about it: the change is one the view
-    cannot see (its marker stays the same)."""
-    change()
+def a_lost_retag(admin: libvirt.virConnect, view: LibvirtView, seed: int) -> str:
+    """A new domain, read by the view, then re-tagged with libvirt's event about that lost:
+    a change the view cannot see (its marker stays the same). Its UUID."""
+    history = History(admin, random.Random(seed))
+    uuid = history._define_new()
+    cycle(view)
+    history._retag(admin.lookupByUUIDString(uuid))
     # NOTE: libvirt delivers events in order, so once the event of a later change (a new
     # domain) has come, every event about ``uuid`` has come too, late ones of earlier
     # changes included; only then is dropping them a loss no later event undoes.
@@ -290,15 +288,13 @@ def lose_the_event_of(
     wait_until(lambda: later in view._changed)
     with view._lock:
         view._changed.discard(uuid)
+    return uuid
 
 
 def test_a_fresh_look_that_disagrees_makes_the_next_cycle_a_full_read(
     admin: libvirt.virConnect, view: LibvirtView
 ) -> None:
-    history = History(admin, random.Random(8))
-    uuid = history._define_new()
-    cycle(view)
-    lose_the_event_of(view, history, lambda: history._retag(admin.lookupByUUIDString(uuid)), uuid)
+    uuid = a_lost_retag(admin, view, seed=8)
     stale = cycle(view)
     assert stale != full_read()
     with view.session() as session:
@@ -312,10 +308,7 @@ def test_a_fresh_look_that_disagrees_makes_the_next_cycle_a_full_read(
 def test_re_verification_is_a_fresh_read_never_the_view(
     admin: libvirt.virConnect, view: LibvirtView
 ) -> None:
-    history = History(admin, random.Random(9))
-    uuid = history._define_new()
-    cycle(view)
-    lose_the_event_of(view, history, lambda: history._retag(admin.lookupByUUIDString(uuid)), uuid)
+    uuid = a_lost_retag(admin, view, seed=9)
     with view.session() as session:
         (kept,) = [d for d in session.list_domains() if d.uuid == uuid]
         fresh = session.lookup_domain(uuid)

@@ -26,7 +26,9 @@ DENY = Selector(name_patterns=("denied-*",))
 class Host:
     """A simulated Nova and the domains of HOST, changed together by the tests."""
 
-    def __init__(self, servers: int = 0) -> None:
+    def __init__(self, servers: int = 0, full_every: int = 1000, lookups_at_once: int = 1) -> None:
+        """``full_every`` and ``lookups_at_once``: the tracker's (``NovaTracker``,
+        ``NovaObserver``)."""
         self.nova = SimulatedNova()
         self.nova.add_compute(HOST)
         self.nova.add_compute(OTHER)
@@ -34,7 +36,8 @@ class Host:
         for _ in range(servers):
             self.boot()
         self.later(60)  # the host has been running a while
-        self.tracker = NovaTracker(NovaObserver(self.nova, retry=lambda c: c()), full_every=1000)
+        observer = NovaObserver(self.nova, retry=lambda c: c(), lookups_at_once=lookups_at_once)
+        self.tracker = NovaTracker(observer, full_every=full_every)
 
     def boot(self, host: str = HOST, name: str | None = None) -> str:
         uuid = self.nova.boot(host)
@@ -338,9 +341,7 @@ def test_a_steady_cycle_with_orphans_asks_once_about_each_orphan(servers: int, e
 def steady_with_orphans(lookups_at_once: int) -> Host:
     """A host of 40 servers and 3 orphans of each kind, its records kept, its tracker
     keeping ``lookups_at_once`` requests in flight."""
-    h = Host(servers=40)
-    observer = NovaObserver(h.nova, retry=lambda c: c(), lookups_at_once=lookups_at_once)
-    h.tracker = NovaTracker(observer, full_every=1000)
+    h = Host(servers=40, lookups_at_once=lookups_at_once)
     orphans(h, 3)
     for _ in range(2):
         h.later()
@@ -442,8 +443,7 @@ def test_a_kept_deleted_record_archived_since_lasts_until_the_next_full_look() -
     """The known limit (docs/design.md §8): archival changes no row's updated_at. The kept
     record says deleted until the next full look; a step re-verifies afresh (rule 5,
     tests/agent/test_incremental_cycles.py)."""
-    h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=4)
+    h = Host(servers=3, full_every=4)
     h.nova.local_delete(next(iter(h.domains)))
     h.later()
     h.tracked()  # a full look
@@ -486,8 +486,7 @@ def test_a_cycles_detail_records_are_in_proportion_to_the_changes() -> None:
 
 
 def test_a_full_look_every_n_cycles() -> None:
-    h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=3)
+    h = Host(servers=3, full_every=3)
     kinds = []
     for _ in range(7):
         h.later()
@@ -497,8 +496,7 @@ def test_a_full_look_every_n_cycles() -> None:
 
 
 def test_every_cycle_is_a_full_look_with_full_look_every_1() -> None:
-    h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+    h = Host(servers=3, full_every=1)
     for _ in range(3):
         h.later()
         h.tracked()
@@ -781,20 +779,26 @@ def clock_read(h: Host) -> bool:
     return any(p.startswith("/os-services?") for p in h.nova.log)
 
 
-def test_the_agents_full_looks_read_the_service_listing_only_at_start_and_in_doubt() -> None:
-    """docs/design.md §8: ``os-services?host=H`` costs Nova every compute service of the
-    cloud: a full look whose host listing named servers (its cell answered) reads it only to
-    measure Nova's clocks, at start and while in doubt (a failed look, clocks apart, Nova's
-    clock gone back), never periodically; every look stays equal to a full look."""
-    h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+def clocks_read_over(h: Host, cycles: int) -> list[bool]:
+    """Whether each of the next ``cycles`` full looks read Nova's clocks; each look is
+    checked to be full and to give the findings of a fresh full look."""
     read = []
-    for _ in range(60):
+    for _ in range(cycles):
         h.later()
         h.nova.log.clear()
         tracked = h.tracked()
         read.append(clock_read(h))
         assert h.tracker.last_was_full and tracked == h.full()
+    return read
+
+
+def test_the_agents_full_looks_read_the_service_listing_only_at_start_and_in_doubt() -> None:
+    """docs/design.md §8: ``os-services?host=H`` costs Nova every compute service of the
+    cloud: a full look whose host listing named servers (its cell answered) reads it only to
+    measure Nova's clocks, at start and while in doubt (a failed look, clocks apart, Nova's
+    clock gone back), never periodically; every look stays equal to a full look."""
+    h = Host(servers=3, full_every=1)
+    read = clocks_read_over(h, 60)
     assert [n for n, r in enumerate(read) if r] == [0]
 
 
@@ -802,8 +806,7 @@ def test_the_agents_full_looks_read_the_service_listing_only_at_start_and_in_dou
 def test_a_doubt_makes_the_next_full_look_read_novas_clocks_once(doubt: str) -> None:
     """After a look that failed or Nova's clock going back, the next full look measures the
     clocks again; the ones after it, clocks agreeing, do not."""
-    h = Host(servers=3)
-    h.tracker = NovaTracker(NovaObserver(h.nova, retry=lambda c: c()), full_every=1)
+    h = Host(servers=3, full_every=1)
     h.tracked()
     h.later()
     if doubt == "failed look":
@@ -813,14 +816,7 @@ def test_a_doubt_makes_the_next_full_look_read_novas_clocks_once(doubt: str) -> 
     else:
         h.nova.clock -= datetime.timedelta(hours=1)
         h.tracked()
-    read = []
-    for _ in range(3):
-        h.later()
-        h.nova.log.clear()
-        tracked = h.tracked()
-        read.append(clock_read(h))
-        assert tracked == h.full()
-    assert read == [True, False, False]
+    assert clocks_read_over(h, 3) == [True, False, False]
 
 
 def test_clocks_apart_are_read_at_every_full_look_until_they_agree() -> None:
