@@ -59,6 +59,13 @@ def cycle(view: LibvirtView) -> tuple:
         return session.list_domains()
 
 
+def read_in_full(view: LibvirtView) -> str:
+    """Run a cycle, check it listed what a full read lists and read in full; say why."""
+    assert cycle(view) == full_read()
+    assert view.last_read is not None and view.last_read.full
+    return str(view.last_read.why)
+
+
 def definition_xml(uuid: str, name: str, server: str, disk: str) -> str:
     """A test-driver guest with Nova's metadata and one file disk."""
     return (
@@ -147,8 +154,7 @@ def test_every_cycle_of_a_random_history_lists_what_a_full_read_lists(
     rng = random.Random(seed)
     history = History(admin, rng)
     before = {history.step() for _ in range(8)}
-    assert cycle(view) == full_read()
-    assert view.last_read is not None and view.last_read.full
+    read_in_full(view)
     for _ in range(25):
         touched = {history.step() for _ in range(rng.randrange(0, 4))}
         assert cycle(view) == full_read()
@@ -250,9 +256,7 @@ def test_a_closed_connection_is_opened_again_and_read_in_full(
     view._on_close("connection closed by libvirtd")
     history = History(admin, random.Random(6))
     history.step()
-    assert cycle(view) == full_read()
-    assert view.last_read is not None and view.last_read.full
-    assert "connection closed by libvirtd" in str(view.last_read.why)
+    assert "connection closed by libvirtd" in read_in_full(view)
 
 
 def test_a_failed_read_drops_the_connection_and_the_next_cycle_reads_in_full(
@@ -270,8 +274,7 @@ def test_a_failed_read_drops_the_connection_and_the_next_cycle_reads_in_full(
     with pytest.raises(errors.HypervisorError), view.session() as session:
         session.list_domains()
     assert view._observer is None  # dropped: the next cycle connects again
-    assert cycle(view) == full_read()
-    assert view.last_read is not None and view.last_read.full
+    read_in_full(view)
 
 
 def a_lost_retag(admin: libvirt.virConnect, view: LibvirtView, seed: int) -> str:
@@ -300,9 +303,7 @@ def test_a_fresh_look_that_disagrees_makes_the_next_cycle_a_full_read(
     with view.session() as session:
         fresh = session.lookup_domain(uuid)
     assert fresh is not None and fresh in full_read()
-    assert cycle(view) == full_read()
-    assert view.last_read is not None and view.last_read.full
-    assert "disagreed" in str(view.last_read.why)
+    assert "disagreed" in read_in_full(view)
 
 
 def test_re_verification_is_a_fresh_read_never_the_view(
@@ -359,9 +360,5 @@ def test_a_connection_without_domain_events_reads_in_full_every_cycle(
         raise libvirt.libvirtError("this function is not supported by the connection driver")
 
     monkeypatch.setattr(virt, "watch_domains", refused)
-    whys = []
-    for _ in range(3):
-        assert cycle(view) == full_read()
-        assert view.last_read is not None and view.last_read.full
-        whys.append(view.last_read.why)
+    whys = [read_in_full(view) for _ in range(3)]
     assert "no domain events" in str(whys[1]) and whys[1] == whys[2]
