@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import uuid
 from typing import Any
 
@@ -31,6 +32,20 @@ class UUIDItem(types.String):
             # NOTE: oslo.config's List retries a bad item joined with the next one
             # ("bad,next") and reports the last try; the first part is the culprit.
             raise ValueError(f"{str(value).split(',')[0].strip()!r} is not a UUID") from None
+
+
+class AbsolutePath(types.String):
+    """A path that must be absolute (``instances_path``).
+
+    NOTE: a relative one would be taken from the working directory of whichever command
+    reads it: another directory than nova-compute's, and a guest's files judged there.
+    """
+
+    def __call__(self, value: Any) -> str:
+        path = str(super().__call__(value))
+        if path and not os.path.isabs(path):
+            raise ValueError("must be an absolute path")
+        return path
 
 
 default_opts = [
@@ -68,9 +83,10 @@ default_opts = [
         "and OpenStack-Ansible lay them out): their ``*.conf`` files are read in name order, after "
         "nova_config_file.",
     ),
-    cfg.StrOpt(
+    cfg.Opt(
         "instances_path",
-        help="Where Nova keeps instance directories. Default: nova-compute's "
+        type=AbsolutePath(),
+        help="Where Nova keeps instance directories, an absolute path. Default: nova-compute's "
         f"(from its config, else {DEFAULT_INSTANCES_PATH}). Give the real path: files are "
         "never moved through a symlink, so a symlinked instances path means files are left in "
         "place and reported.",

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from nova_orphans.config.strict import (
+    DEFAULT_GROUP,
     ConfigError,
     conf_files_in,
+    parse,
     require_directory,
     require_readable,
 )
@@ -70,12 +72,14 @@ class NovaComputeConf:
         Only ``host``, ``state_path``, ``instances_path`` and ``[libvirt]``
         ``connection_uri``/``virt_type`` are read, with nova's defaults and ``$name``
         interpolation; everything else in nova's files is not ours and is ignored.
-        Raises ``ConfigError`` (one line) for an unreadable file or directory, or a
-        ``$reference`` to an option nova-orphans does not read.
+        Raises ``ConfigError`` (one line) for an unreadable file or directory, a
+        ``$reference`` to an option nova-orphans does not read, or a relative
+        ``instances_path``.
         """
         for directory in dirs:
             require_directory(directory, "nova_config_dir")
-        for path in [*files, *(f for d in dirs for f in conf_files_in(d))]:
+        read = [*files, *(f for d in dirs for f in conf_files_in(d))]
+        for path in read:
             require_readable(path)
         nova = cfg.ConfigOpts()
         nova.register_opts(
@@ -101,6 +105,8 @@ class NovaComputeConf:
                 default_config_dirs=list(dirs),
             )
             libvirt = nova.libvirt
+            if not os.path.isabs(nova.instances_path):
+                raise ConfigError(_relative(read, nova.instances_path, nova.state_path))
             return cls(
                 host=nova.host,
                 state_path=nova.state_path,
@@ -128,3 +134,20 @@ class NovaComputeConf:
             ) from exc
         except cfg.Error as exc:
             raise ConfigError(f"nova-compute config ({where}): {one_line(exc)}") from exc
+
+
+def _relative(files: Sequence[str], instances_path: str, state_path: str) -> str:
+    """Why nova-compute's relative ``instances_path`` is refused: the file and key that set it.
+
+    NOTE: oslo.config's own ``get_location`` names the last file parsed, not the one that
+    set the value; the files are read again, later ones winning as in oslo.config.
+    """
+    for key, value in (("instances_path", instances_path), ("state_path", state_path)):
+        path = next((f for f in reversed(files) if key in parse(f).get(DEFAULT_GROUP, {})), None)
+        if path is not None:
+            made = "" if key == "instances_path" else f" (instances_path = {instances_path})"
+            return (
+                f"nova-compute config {path}: [{DEFAULT_GROUP}] {key} = {value} must be an "
+                f"absolute path{made}"
+            )
+    return f"nova-compute config: instances_path = {instances_path} must be an absolute path"
