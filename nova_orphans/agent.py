@@ -134,6 +134,8 @@ class Agent:
     #: whether this process holds it now.
     live_lock: LiveLock | None = None
     instances_path: str = DEFAULT_INSTANCES_PATH
+    #: ``[leftovers] host_instances_path``: ``instances_path`` as the host names it.
+    host_instances_path: str | None = None
     #: Where nova-compute's compute_id may be (``conf.compute_id_dirs``).
     compute_id_dirs: tuple[str, ...] = ()
     #: Nova's node UUID of this host as the operator pinned it (``compute_node_uuid``).
@@ -202,12 +204,34 @@ class Agent:
         self.metrics.cycle_duration.observe(time.monotonic() - started)
         return result
 
-    def _carry_leftovers(self, report: pipeline.AuditReport) -> pipeline.AuditReport:
-        """The report with the leftovers of the last full look when this cycle had none."""
-        if report.leftovers is not None or self.services is None:
+    def _tell_leftovers(
+        self, report: pipeline.AuditReport, holds: dict[str, Hold], brake: str | None
+    ) -> pipeline.AuditReport:
+        """The report with its leftovers told (docs/design.md rule 22), their sightings kept.
+
+        NOTE: the holds, quarantine entries and sightings that count are the live agent's
+        (a dry run reads them beside its own) and this agent's own; a look not proven to be
+        this host's counts no sighting, as for the guests.
+        """
+        if report.leftovers is not None and not report.leftovers.carried:
             self._leftovers = report.leftovers
-            return report
-        return dataclasses.replace(report, leftovers=self._leftovers)
+        live = pipeline.read_journal(self.live_journal_path)
+        own = pipeline.state_of(self.journal)
+        state = pipeline.JournalState(
+            holds, (*live.quarantine, *own.quarantine), own.leftover_sightings
+        )
+        report, sightings = pipeline.tell(
+            report,
+            state,
+            self.policy,
+            brake=brake,
+            deny=self.deny,
+            host_instances_path=self.host_instances_path,
+            instances_path=self.instances_path,
+        )
+        if report.identity.verified and report.leftovers is not None:
+            self.journal.replace_leftover_sightings(sightings)
+        return report
 
     def _count_looks(self) -> None:
         """Count this cycle's looks at Nova and libvirt, full or from changes.
@@ -236,8 +260,8 @@ class Agent:
             # attachments): a steady cycle must not pay for them (docs/design.md §8b), so
             # they are looked for with each full look at Nova and carried in between.
             leftovers_due=lambda: self.nova_views.last_was_full,
+            earlier_leftovers=self._leftovers if self.services is not None else None,
         )
-        report = self._carry_leftovers(report)
         self._count_looks()
         self._log_identity(report.identity)
         if self.nova_views.clock_ahead is not None:
@@ -245,7 +269,6 @@ class Agent:
         self.metrics.last_success.set(now.timestamp())
         self.metrics.set_findings(collections.Counter(f.kind for f in report.findings))
         self.metrics.set_costs(report.untracked, {k: report.dangers(k) for k in DangerKind})
-        self.metrics.set_leftovers(report.leftovers)
         holds = self._holds(report.findings, now)
         # NOTE: a held guest is not counted: once released it must be seen afresh.
         counted = [f for f in report.findings if f.uuid not in holds]
@@ -269,6 +292,8 @@ class Agent:
         verdict = gate.judge(
             identity=report.identity, brake=plan.brake, holds_lock=self.holds_live_locks
         )
+        report = self._tell_leftovers(report, holds, plan.brake)
+        self.metrics.set_leftovers(report.leftovers)
         self._log_plan(plan)
         actuator = Actuator(
             self.effects,

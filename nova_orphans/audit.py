@@ -8,9 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from nova_orphans import exits
-from nova_orphans.core import cost, danger, identity, stray_judge, strays
+from nova_orphans.core import cost, danger, gate, identity, stray_judge, strays, told
 from nova_orphans.core.classify import classify
-from nova_orphans.core.holds import Hold
+from nova_orphans.core.decide import brake_of
+from nova_orphans.core.holds import Hold, held_why
 from nova_orphans.core.model import (
     ORPHAN_KINDS,
     DangerKind,
@@ -21,14 +22,17 @@ from nova_orphans.core.model import (
     Selector,
     Server,
 )
+from nova_orphans.core.policy import Policy
 from nova_orphans.observe.errors import IdentityMismatch, ObserveError
 from nova_orphans.observe.instance_dirs import instance_dirs
-from nova_orphans.observe.mounts import shared_storage_refusal
+from nova_orphans.observe.mounts import files_root, shared_storage_refusal
 from nova_orphans.observe.nova import nodes as nova_nodes
 from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
+from nova_orphans.observe.services.client import ServiceError
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.observe.services.strays import StrayObserver
+from nova_orphans.record.entries import QuarantineEntry
 from nova_orphans.record.journal import Journal
 
 
@@ -106,20 +110,42 @@ class AuditReport:
         return sum(1 for f in self.findings if f.kind is kind)
 
 
-def read_holds(journal_path: str | None) -> dict[str, Hold]:
-    """The guests on hold in the journal at ``journal_path``, read without locking or
-    changing it; none when there is no journal (or no path).
+@dataclasses.dataclass(frozen=True)
+class JournalState:
+    """What a told step needs from a journal: holds, live quarantine entries, and the
+    leftovers' sightings of the earlier looks."""
 
-    NOTE: docs/design.md rules 12 and 14: ``audit`` and a dry run beside the live agent
-    honour the live agent's holds, and never take its lock.
+    holds: Mapping[str, Hold] = dataclasses.field(default_factory=dict)
+    quarantine: tuple[QuarantineEntry, ...] = ()
+    leftover_sightings: Mapping[str, told.LeftoverSighting] = dataclasses.field(
+        default_factory=dict
+    )
+
+
+def read_journal(journal_path: str | None) -> JournalState:
+    """The holds, live quarantine entries and leftover sightings in the journal at
+    ``journal_path``, read without locking or changing it; none when there is no journal.
+
+    NOTE: docs/design.md rules 12, 14 and 22: ``audit`` and a dry run beside the live
+    agent honour the live agent's holds and quarantine, and never take its lock.
     """
     journal = Journal.read_only(journal_path) if journal_path else None
     if journal is None:
-        return {}
+        return JournalState()
     try:
-        return journal.holds()
+        return state_of(journal)
     finally:
         journal.close()
+
+
+def state_of(journal: Journal) -> JournalState:
+    """``journal``'s holds, live quarantine entries and leftover sightings."""
+    return JournalState(journal.holds(), tuple(journal.quarantine()), journal.leftover_sightings())
+
+
+def read_holds(journal_path: str | None) -> dict[str, Hold]:
+    """The guests on hold in the journal at ``journal_path`` (``read_journal``)."""
+    return dict(read_journal(journal_path).holds)
 
 
 def exit_code(report: AuditReport | None, *, acted: bool = False, failed: bool = False) -> int:
@@ -168,6 +194,7 @@ def audit(
     pinned_node: str | None = None,
     instances_path: str | None = None,
     leftovers_due: Callable[[], bool] | None = None,
+    earlier_leftovers: strays.Leftovers | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -178,7 +205,9 @@ def audit(
     With ``services``, each orphan's dangers (Cinder, Neutron) and Placement's
     view of the host are added; their failures never fail the audit. With
     ``services.strays`` and ``instances_path``, the leftovers (docs/design.md §8b) too,
-    unless ``leftovers_due`` (asked once Nova was observed) says this is not the cycle for them.
+    unless ``leftovers_due`` (asked once Nova was observed) says this is not the cycle for
+    them: then ``earlier_leftovers`` are carried, filtered against this cycle's views
+    (``core/told.carry``: they keep their look's time and get no command).
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
     domains = hypervisor.list_domains()
@@ -197,6 +226,9 @@ def audit(
             leftovers = look_for_leftovers(
                 services.strays, nova, view, domains, placement, instances_path
             )
+            leftovers = dataclasses.replace(leftovers, looked_at=now)
+        elif earlier_leftovers is not None:
+            leftovers = told.carry(earlier_leftovers, [d.uuid for d in domains], view)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
     return AuditReport(
         host,
@@ -240,10 +272,28 @@ def look_for_leftovers(
     uuids = [d.uuid for d in domains]
     try:
         view, records = _records(nova, view, seen, uuids)
+        zones = nova.availability_zones() if seen.ports is not None else None
     except ObserveError as exc:
         return stray_judge.find(seen, view, {}, uuids, instances_path, nova_error=str(exc))
     shared = shared_storage_refusal(instances_path) if seen.dirs else None
-    return stray_judge.find(seen, view, records, uuids, instances_path, shared)
+    found = stray_judge.find(seen, view, records, uuids, instances_path, shared, zones=zones)
+    return dataclasses.replace(found, attachment_hosts=_connectors(observer, found))
+
+
+def _connectors(observer: StrayObserver, found: strays.Leftovers) -> dict[str, str | None] | str:
+    """The host whose connector made each attachment that is a leftover (Cinder's
+    ``host_name``), or why Cinder could not say."""
+    pairs = [
+        (i.volume, i.subject)
+        for i in found.of(strays.StrayKind.ATTACHMENT)
+        if i.volume and i.remedy is not None
+    ]
+    if not pairs:
+        return {}
+    try:
+        return observer.attachment_hosts(pairs)
+    except ServiceError as exc:
+        return str(exc)
 
 
 def _records(
@@ -269,3 +319,56 @@ def node_name(verdict: identity.Verdict, host: str) -> str | None:
     """The ``hypervisor_hostname`` of Nova's one compute node of ``host``: its provider's name."""
     names = {n.hypervisor_hostname for n in verdict.nodes if n.host == host}
     return names.pop() if len(names) == 1 else None
+
+
+def tell(
+    report: AuditReport,
+    journal: JournalState,
+    policy: Policy,
+    *,
+    brake: str | None,
+    deny: Selector | None = None,
+    host_instances_path: str | None = None,
+    instances_path: str | None = None,
+) -> tuple[AuditReport, dict[str, told.LeftoverSighting]]:
+    """``report`` with its leftovers told (``core/told.py``: a command, or why none), and
+    the leftovers' sightings after this look.
+
+    ``journal``: the holds, quarantine entries and earlier sightings that count (the live
+    agent's, and the dry run's own); ``brake``: the cycle's (``brake``); ``deny``:
+    deny-listed UUIDs get no command.
+    """
+    leftovers = report.leftovers
+    if leftovers is None:
+        return report, dict(journal.leftover_sightings)
+    sightings = (
+        dict(journal.leftover_sightings)
+        if leftovers.carried
+        else told.next_sightings(
+            journal.leftover_sightings, leftovers, report.checked_at, policy.interval
+        )
+    )
+    root, root_why = files_root(instances_path or "", host_instances_path)
+    proofs = told.Proofs(
+        verdict=gate.judge_told(identity=report.identity, brake=brake),
+        host=report.host,
+        now=report.checked_at,
+        sightings=sightings,
+        required=policy.leftover_looks,
+        grace=datetime.timedelta(seconds=policy.leftover_grace),
+        holds={u: held_why(h) for u, h in journal.holds.items()},
+        denied=deny.uuids if deny is not None else frozenset(),
+        quarantined={e.uuid: f"{e.path} (reaped {e.reaped_at})" for e in journal.quarantine},
+        node_uuid=identity.proven_node(report.identity),
+        files_root=root if instances_path else None,
+        files_root_why=root_why if instances_path else "instances_path is not known",
+        attachment_hosts=leftovers.attachment_hosts,
+    )
+    return dataclasses.replace(report, leftovers=told.tell(leftovers, proofs)), sightings
+
+
+def brake(report: AuditReport, policy: Policy) -> str | None:
+    """Why ``report``'s views look too wrong to act in (the decider's brake), or None."""
+    return brake_of(
+        report.findings, policy, report.nova_guests, report.servers_here, report.identity
+    )

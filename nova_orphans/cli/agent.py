@@ -244,6 +244,7 @@ def build_agent(
         policy=policy,
         quarantine_root=paths.quarantine,
         instances_path=settings.instances_path,
+        host_instances_path=settings.host_instances_path,
         compute_id_dirs=settings.compute_id_dirs,
         pinned_node=settings.pinned_node,
         deny=settings.deny,

@@ -22,9 +22,18 @@ from nova_orphans.render import host as render_host
 
 
 def transport_from_conf(conf: Any) -> KeystoneTransport:
-    """Nova's transport from the config; missing credentials are a config error (exit 2)."""
+    """Nova's transport from the config; missing credentials are a config error (exit 2).
+
+    NOTE: Placement, Cinder and Neutron, unless ``[services]`` names their endpoints, are
+    found in its catalog, in Nova's region: the transport refuses a catalog of several
+    regions for any of them when none is named (exit 2).
+    """
+    services = config.SERVICES_GROUP
+    asked = [
+        catalog for option, _, catalog in config.SERVICE_ENDPOINTS if not conf[services][option]
+    ]
     try:
-        return _transport(conf)
+        return _transport(conf, services=asked)
     except CredentialsMissing as exc:
         raise config.ConfigError(str(exc)) from exc
 
@@ -39,7 +48,10 @@ def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
         return None
     clients = {
         name: KeystoneClient(
-            sibling(transport.adapter, catalog, conf[config.SERVICES_GROUP][option]), name, option
+            sibling(transport.adapter, catalog, conf[config.SERVICES_GROUP][option]),
+            name,
+            option,
+            region=transport.region,
         )
         for option, name, catalog in config.SERVICE_ENDPOINTS
     }
@@ -70,8 +82,18 @@ def run_audit(args: argparse.Namespace) -> int:
             pinned_node=settings.pinned_node,
             instances_path=settings.instances_path,
         )
-    holds = audit.read_holds(config.state_paths(conf).journal)
-    return show(dataclasses.replace(result, holds=holds), args)
+    state = audit.read_journal(config.state_paths(conf).journal)
+    policy = config.policy(conf)
+    result, _ = audit.tell(
+        result,
+        state,
+        policy,
+        brake=audit.brake(result, policy),
+        deny=settings.deny,
+        host_instances_path=settings.host_instances_path,
+        instances_path=settings.instances_path,
+    )
+    return show(dataclasses.replace(result, holds=state.holds), args)
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -242,4 +242,8 @@ def policy(conf: cfg.ConfigOpts) -> Policy:
         allow=Selector(frozenset(agent.allow_uuids), tuple(agent.allow_name_patterns)),
         interval=float(agent.interval),
         stop_shared_volume_at_once=agent.stop_shared_volume_at_once,
+        leftover_sightings_required=conf.leftovers.sightings_required,
+        leftover_grace_period=None
+        if conf.leftovers.grace_period is None
+        else float(conf.leftovers.grace_period),
     )

@@ -25,6 +25,8 @@ class HostSettings:
     compute_id_dirs: tuple[str, ...] = ()
     #: ``[DEFAULT] compute_node_uuid``: Nova's node of this host, as the operator pinned it.
     pinned_node: str | None = None
+    #: ``[leftovers] host_instances_path``: ``instances_path`` as the host names it.
+    host_instances_path: str | None = None
 
 
 def host_settings(
@@ -55,4 +57,5 @@ def host_settings(
         deny=Selector(frozenset(conf.deny_uuids), tuple(conf.deny_name_patterns)),
         compute_id_dirs=compute_id_dirs(nova),
         pinned_node=conf.compute_node_uuid,
+        host_instances_path=conf.leftovers.host_instances_path,
     )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from nova_orphans.config import agent, default, fleet, libvirt, metrics, nova, services
+from nova_orphans.config import agent, default, fleet, leftovers, libvirt, metrics, nova, services
 from nova_orphans.config.strict import DEFAULT_GROUP
 
 
@@ -18,6 +18,7 @@ def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
         ("agent", list(agent.agent_opts)),
         ("metrics", list(metrics.metrics_opts)),
         ("fleet", list(fleet.fleet_opts)),
+        (leftovers.LEFTOVERS_GROUP, list(leftovers.leftovers_opts)),
         (nova.NOVA_GROUP, nova.sample_opts()),
         (services.SERVICES_GROUP, list(services.services_opts)),
     ]
@@ -35,6 +36,7 @@ def groups(nova_plugin_opts: Sequence[cfg.Opt]) -> dict[str, list[cfg.Opt]]:
         "agent": list(agent.agent_opts),
         "metrics": list(metrics.metrics_opts),
         "fleet": list(fleet.fleet_opts),
+        leftovers.LEFTOVERS_GROUP: list(leftovers.leftovers_opts),
         nova.NOVA_GROUP: nova.file_opts(nova_plugin_opts),
         services.SERVICES_GROUP: list(services.services_opts),
     }

@@ -65,7 +65,7 @@ def decide(
     """
     holds = holds or {}
     findings = list(findings)
-    brake = _brake(findings, policy, nova_guests, servers_here, identity)
+    brake = brake_of(findings, policy, nova_guests, servers_here, identity)
     due: list[Decision] = []
     decisions: list[Decision] = []
     for finding in findings:
@@ -99,7 +99,7 @@ def _first_seen(decision: Decision, sightings: Mapping[str, Sighting]) -> dateti
     )
 
 
-def _brake(
+def brake_of(
     findings: list[Finding],
     policy: Policy,
     nova_guests: int,

@@ -80,3 +80,20 @@ def operator_restore(identity: Verdict) -> SafetyVerdict:
     if not identity.verified:
         return SafetyVerdict(False, f"restore: {identity.reason}")
     return operator_command("restore")
+
+
+def judge_told(*, identity: Verdict, brake: str | None) -> SafetyVerdict:
+    """The verdict a told step needs (docs/design.md rule 22): a command the tool prints is
+    a step taken by proxy, so it is printed only when the cycle could take one.
+
+    NOTE: the live lock is not asked for: ``audit`` tells, and never takes the live
+    agent's lock; what it tells is the operator's step, taken when they run it. Every
+    look succeeded, or there is no report to tell from; a kind whose listing was not
+    complete is "not checked" and tells nothing.
+    """
+    closed = [] if identity.verified else [identity.reason]
+    if brake and brake != identity.reason:
+        closed.append(f"brake: {brake}")
+    if closed:
+        return SafetyVerdict(False, "; ".join(closed))
+    return SafetyVerdict(True, "identity verified, no brake, every look succeeded")

@@ -328,3 +328,13 @@ def _verdict(
         f"identity not proven: {nova_side}, {libvirt_side}; {head}"
         + (f" ({'; '.join(notes)})" if notes else ""),
     )
+
+
+def proven_node(verdict: Verdict) -> str | None:
+    """The UUID of Nova's one compute node of the host, when identity proved it; else None.
+
+    NOTE: docs/design.md rule 22: an allocation's provider is this node's UUID, never one
+    found by name (a same-named provider of another cloud or region is another node).
+    """
+    nodes = {n.uuid for n in verdict.nodes if n.host == verdict.host}
+    return nodes.pop() if verdict.verified and len(nodes) == 1 else None

@@ -76,6 +76,21 @@ class Policy:
     #: Stop a ``deleted`` guest with a shared-volume danger at once: no grace, no
     #: sightings (docs/design.md rule 18). Off by default.
     stop_shared_volume_at_once: bool = False
+    #: ``[leftovers]``: looks and seconds before a leftover's command is told (docs/design.md
+    #: rule 22); None: as for the guests (``sightings_required``, ``grace_period``).
+    leftover_sightings_required: int | None = None
+    leftover_grace_period: float | None = None
+
+    @property
+    def leftover_looks(self) -> int:
+        """Looks a leftover must be seen in before its command is told."""
+        return self.leftover_sightings_required or self.sightings_required
+
+    @property
+    def leftover_grace(self) -> float:
+        """Seconds from a leftover's first sighting before its command is told."""
+        grace = self.leftover_grace_period
+        return self.grace_period if grace is None else grace
 
     def cycles_for(self, seconds: float) -> int:
         """The agent cycles a delay of ``seconds`` implies: ceil(seconds / interval), at least 0.

@@ -10,8 +10,6 @@ progress. Only validated UUIDs (and a plain host name) go into a printed command
 from __future__ import annotations
 
 import posixpath
-import re
-import shlex
 from collections.abc import Collection, Iterable, Mapping
 
 from nova_orphans.core.classify import (
@@ -30,11 +28,14 @@ from nova_orphans.core.strays import (
     InstanceDir,
     Leftover,
     Leftovers,
+    Remedy,
     Seen,
     StrayKind,
+    Verb,
     VolumeAttachment,
     not_checked,
 )
+from nova_orphans.core.told import plain_host
 
 #: Cinder attachment statuses of an attach or a detach under way.
 ATTACHMENT_IN_FLIGHT = frozenset({"attaching", "detaching"})
@@ -77,14 +78,18 @@ def find(
     instances_path: str,
     shared_storage: str | None = None,
     nova_error: str | None = None,
+    zones: Collection[str] | None = None,
 ) -> Leftovers:
-    """The host's leftovers from what was seen and what Nova says.
+    """The host's leftovers from what was seen and what Nova says, each with the step
+    that would remove it (its ``remedy``); no command: ``core/told.py`` tells them.
 
     ``records``: Nova's record of each UUID ``wanted`` asked for (None: no record at all);
     the host's deleted servers among the attachments' servers are in it too.
     ``shared_storage``: why ``instances_path`` may be shared between hosts (then a
     directory of a server Nova runs elsewhere is that host's, not a leftover).
     ``nova_error``: Nova could not be asked for the records: nothing is checked.
+    ``zones``: Nova's availability zones (a port is Nova's only when its owner is
+    ``compute:<zone>``); None: not read, and the ports are not checked.
     """
     if nova_error:
         return not_checked(f"Nova not asked: {nova_error}")
@@ -95,14 +100,19 @@ def find(
     skipped = dict(seen.not_read)
     if seen.dirs is not None:
         items += _files(seen.dirs, judge, instances_path, shared_storage)
-    if seen.ports is not None:
-        items += _ports(seen.ports, judge)
+    if seen.ports is not None and zones is not None:
+        items += _ports(seen.ports, judge, frozenset(zones), seen.dirs)
+    elif seen.ports is not None:
+        skipped.setdefault(StrayKind.PORT, "Nova's availability zones were not read")
+        skipped.setdefault(StrayKind.FOREIGN_PORT, "Nova's availability zones were not read")
     if seen.attachments is not None:
         items += _attachments(seen.attachments, judge)
     if seen.allocations is not None and seen.provider:
         items += _allocations(seen.allocations, seen.provider, judge)
     elif StrayKind.ALLOCATION not in skipped:
         skipped[StrayKind.ALLOCATION] = "Placement named no resource provider for this host"
+    if StrayKind.PORT in skipped:
+        skipped.setdefault(StrayKind.FOREIGN_PORT, skipped[StrayKind.PORT])
     for kind, attr in _READ:
         if getattr(seen, attr) is None and kind not in skipped:
             skipped[kind] = "not read"
@@ -112,6 +122,7 @@ def find(
 _READ = (
     (StrayKind.FILES, "dirs"),
     (StrayKind.PORT, "ports"),
+    (StrayKind.FOREIGN_PORT, "ports"),
     (StrayKind.ATTACHMENT, "attachments"),
     (StrayKind.ALLOCATION, "allocations"),
 )
@@ -181,40 +192,85 @@ def _files(
             path,
             found.uuid,
             f"{gone[0]}; no domain here holds {path}{what}",
-            f"rm -r -- {shlex.quote(path)}",
+            Remedy(Verb.REMOVE_FILES, found.uuid),
             server_host=gone[1],
             disk_bytes=found.disk_bytes,
         )
 
 
 def _server_port(port: BoundPort) -> bool:
+    """A port bound to a compute device (``compute:<zone>``) whose device is a UUID."""
     return port.device_owner.startswith("compute:") and bool(UUID.fullmatch(port.device_id))
 
 
-def _ports(ports: Iterable[BoundPort], judge: _Judge) -> Iterable[Leftover]:
+def _ports(
+    ports: Iterable[BoundPort],
+    judge: _Judge,
+    zones: frozenset[str],
+    dirs: Iterable[InstanceDir] | None,
+) -> Iterable[Leftover]:
+    """The ports Nova is shown to own that lost servers left bound here, and the foreign
+    ports (told, never given a step).
+
+    NOTE: docs/design.md rule 22: Nova creates a server's port with the owner
+    ``compute:<the server's zone>``; Zun (kuryr) binds ``compute:kuryr`` ports of
+    containers Nova never heard of to the same hosts. A port is Nova's only when its
+    owner names one of Nova's zones and its device is a server Nova has a record of, or
+    had one on this host (its instance directory is here).
+    """
+    traces = {d.uuid for d in dirs or ()}
     for port in ports:
         if not _server_port(port) or not UUID.fullmatch(port.id):
             continue
         if port.vif_type in PORT_BEING_BOUND:
             continue
+        if judge.managed(port.device_id):
+            continue
+        zone = port.device_owner.partition(":")[2]
+        record = judge.known.get(port.device_id, ...)
+        ips = f" ({', '.join(port.fixed_ips)})" if port.fixed_ips else ""
+        if zone not in zones:
+            yield _foreign(port, ips, f"its owner {port.device_owner!r} names no zone of Nova's")
+            continue
+        if record is None and port.device_id not in traces:
+            yield _foreign(port, ips, f"Nova never knew {port.device_id} here")
+            continue
         gone = judge.gone(port.device_id)
         if gone is None:
             continue
-        host = _host_name(gone[1])
-        command = (
-            f"openstack port set --host {host} {port.id}"
-            if host
-            else f"openstack port delete {port.id}"
-        )
-        ips = f" ({', '.join(port.fixed_ips)})" if port.fixed_ips else ""
         yield Leftover(
             StrayKind.PORT,
             port.id,
             port.device_id,
             f"port {port.id}{ips} is bound to this host; {gone[0]}",
-            command,
+            _port_remedy(port, record if isinstance(record, Server) else None),
             server_host=gone[1],
         )
+
+
+def _port_remedy(port: BoundPort, record: Server | None) -> Remedy:
+    """The least destructive step for a port left bound here (docs/design.md rule 22).
+
+    A server Nova still has (elsewhere, or on no host: shelved offloaded) keeps its
+    port: rebound to the server's host, or unbound. A deleted server's port is only
+    unbound: Nova keeps the ports a user made (``preserve_on_delete``, in Nova's own
+    network cache, which no API shows), so no answer proves Nova made this one.
+    """
+    if record is not None and not record.deleted:
+        host = plain_host(record.host)
+        if host:
+            return Remedy(Verb.REBIND_PORT, port.id, host=host)
+    return Remedy(Verb.UNBIND_PORT, port.id)
+
+
+def _foreign(port: BoundPort, ips: str, why: str) -> Leftover:
+    return Leftover(
+        StrayKind.FOREIGN_PORT,
+        port.id,
+        None,
+        f"port {port.id}{ips} of device {port.device_id} is bound to this host; {why}: "
+        "not Nova's to clean up",
+    )
 
 
 def _attachments(attachments: Iterable[VolumeAttachment], judge: _Judge) -> Iterable[Leftover]:
@@ -239,7 +295,7 @@ def _attachments(attachments: Iterable[VolumeAttachment], judge: _Judge) -> Iter
             server,
             f"attachment {attachment.id} ({attachment.status}) of volume "
             f"{volume or '?'}; {gone[0]}",
-            f"openstack --os-volume-api-version 3.27 volume attachment delete {attachment.id}",
+            Remedy(Verb.DELETE_ATTACHMENT, attachment.id) if volume else None,
             volume=volume,
         )
 
@@ -278,8 +334,7 @@ def _allocations(
             consumer,
             server if UUID.fullmatch(server) else None,
             f"allocation on provider {provider}: {why}",
-            "openstack --os-placement-api-version 1.12 resource provider allocation unset "
-            f"--provider {provider} {consumer}",
+            Remedy(Verb.UNSET_ALLOCATION, consumer, provider=provider),
             server_host=host,
             vcpus=_vcpus(allocation),
             memory_mb=allocation.resources.get("MEMORY_MB"),
@@ -299,7 +354,7 @@ def _allocations(
             uuid,
             f"server {uuid} runs here with no allocation on provider {provider}: "
             "Placement does not count what it uses",
-            f"nova-manage placement heal_allocations --instance {uuid}",
+            Remedy(Verb.HEAL_ALLOCATION, uuid, provider=provider),
             missing=True,
         )
 
@@ -317,11 +372,3 @@ def _nova_consumer(allocation: Allocation) -> bool:
 def _vcpus(allocation: Allocation) -> int | None:
     found = [allocation.resources[rc] for rc in ("VCPU", "PCPU") if rc in allocation.resources]
     return sum(found) if found else None
-
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})", re.ASCII)
-
-
-def _host_name(host: str | None) -> str | None:
-    """``host`` when it is safe in a command line (a plain host name), else None."""
-    return host if host and _HOST.fullmatch(host) and ".." not in host else None

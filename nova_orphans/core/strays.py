@@ -12,6 +12,7 @@ not be made is "not checked", never "nothing left" (docs/design.md §8b).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import re
 from collections.abc import Mapping
@@ -43,6 +44,61 @@ class StrayKind(str, enum.Enum):
     PORT = "stray-port"
     ATTACHMENT = "stray-attachment"
     ALLOCATION = "stray-allocation"
+    #: A port bound to this host that Nova is not shown to own (another service's, such
+    #: as a container's, or of a UUID Nova never knew): told, never given a command.
+    FOREIGN_PORT = "foreign-port"
+
+
+#: The kinds that are something to clean up (a foreign port is only told).
+CLEANUP_KINDS = (StrayKind.FILES, StrayKind.PORT, StrayKind.ATTACHMENT, StrayKind.ALLOCATION)
+
+
+class Verb(str, enum.Enum):
+    """What a told step would do (``core/told.py`` writes its command, or says why not)."""
+
+    REMOVE_FILES = "remove-files"
+    #: Clear the port's binding to this host (least destructive: the port stays).
+    UNBIND_PORT = "unbind-port"
+    #: Bind the port to the host Nova runs its server on.
+    REBIND_PORT = "rebind-port"
+    DELETE_ATTACHMENT = "delete-attachment"
+    UNSET_ALLOCATION = "unset-allocation"
+    HEAL_ALLOCATION = "heal-allocation"
+
+
+@dataclasses.dataclass(frozen=True)
+class Remedy:
+    """The step that would remove one leftover, before it is told (no command yet).
+
+    ``target``: a canonical UUID (the instance directory's, port's, attachment's or
+    consumer's); ``provider``: the allocation's resource provider; ``host``: where a
+    port is rebound.
+    """
+
+    verb: Verb
+    target: str
+    provider: str | None = None
+    host: str | None = None
+
+
+class Held(str, enum.Enum):
+    """Why a leftover is told without a command (docs/design.md rule 22)."""
+
+    #: The cycle's told verdict is not clear: identity not proven, or a brake holds.
+    GATE = "gate"
+    #: Carried from an earlier look: only this cycle's own look gives commands.
+    CARRIED = "carried"
+    QUARANTINE = "quarantine"
+    HOLD = "hold"
+    DENY = "deny"
+    #: Nova is not shown to own it (a foreign port, another connector's attachment).
+    OWNER = "owner"
+    #: The allocation's provider is not the proven compute node.
+    PROVIDER = "provider"
+    #: The path seen here is not one an operator can paste on the host (a container).
+    PATH = "path"
+    #: Not seen in enough looks across the grace period yet.
+    PENDING = "pending"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +167,15 @@ class Leftover:
     #: The server it belongs to, when known, and where Nova places that server now.
     server: str | None
     reason: str
-    #: The command an operator runs to remove it (the tool runs nothing).
-    command: str
+    #: The step that would remove it; None for what gets no step at all (a foreign port).
+    remedy: Remedy | None = None
+    #: The command an operator runs to remove it (the tool runs nothing): set only by
+    #: ``core/told.py``, when every proof holds; else ``held_by`` and ``why`` say why not.
+    command: str | None = None
+    held_by: Held | None = None
+    why: str | None = None
+    #: Looks this leftover was seen in, this one included (0: not counted).
+    seen: int = 0
     server_host: str | None = None
     disk_bytes: int | None = None
     vcpus: int | None = None
@@ -130,6 +193,14 @@ class Leftovers:
 
     items: tuple[Leftover, ...] = ()
     not_checked: Mapping[StrayKind, str] = dataclasses.field(default_factory=dict)
+    #: When the look that found them was made (None: not said); a cycle that did not look
+    #: carries an earlier look's leftovers with that look's time (docs/design.md rule 22).
+    looked_at: datetime.datetime | None = None
+    #: True when these are an earlier look's, carried into a cycle that did not look.
+    carried: bool = False
+    #: The host whose connector made each attachment leftover (Cinder's ``host_name``), by
+    #: attachment id; a string: why Cinder could not say.
+    attachment_hosts: Mapping[str, str | None] | str = dataclasses.field(default_factory=dict)
 
     def of(self, kind: StrayKind) -> tuple[Leftover, ...]:
         """The leftovers of ``kind``."""

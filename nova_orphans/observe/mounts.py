@@ -85,3 +85,26 @@ def os_reason(err: OSError) -> str:
     """An OS error on one line: what and, when known, which file."""
     where = f" ({err.filename})" if err.filename else ""
     return f"{err.strerror or err}{where}"
+
+
+#: Files a container runtime puts in a container's root (docker, podman).
+CONTAINER_MARKS = ("/.dockerenv", "/run/.containerenv")
+
+
+def files_root(instances_path: str, host_path: str | None) -> tuple[str | None, str]:
+    """``instances_path`` as the host names it, or None and why it is not known.
+
+    NOTE: docs/design.md rule 22: a printed ``rm -r`` is pasted on the host. Inside a
+    container (kolla's nova_compute volume is ``/var/lib/docker/volumes/...`` on the
+    host) the path seen here is the container's; only ``[leftovers]
+    host_instances_path`` names the host's then.
+    """
+    if host_path:
+        return os.path.normpath(host_path), "[leftovers] host_instances_path"
+    marks = [m for m in CONTAINER_MARKS if os.path.exists(m)]
+    if marks:
+        return None, (
+            f"nova-orphans runs in a container ({marks[0]}): {instances_path} is the "
+            "container's path; set [leftovers] host_instances_path to the host's"
+        )
+    return os.path.normpath(instances_path), "instances_path"

@@ -7,10 +7,11 @@ import dataclasses
 import datetime
 
 #: The journal's schema version (``PRAGMA user_version``). 0: a journal written before
-#: versions were recorded (the same tables as version 1), or a new empty file. The upgrade
-#: path is ``Journal._upgrade``: a writer upgrades an older journal in place; a reader reads
-#: versions 0 and 1 as they are; any other version is refused.
-SCHEMA_VERSION = 1
+#: versions were recorded (the same tables as version 1), or a new empty file; 2 adds the
+#: leftovers' sightings. The upgrade path is ``Journal._upgrade``: a writer upgrades an older
+#: journal in place (adding the tables it lacks); a reader reads versions 0 to 2 as they are
+#: (a table a journal lacks reads empty); any other version is refused.
+SCHEMA_VERSION = 2
 
 #: Each table of the journal, by name: how it is created.
 TABLES = {
@@ -32,6 +33,9 @@ TABLES = {
     "retention_sightings": """CREATE TABLE IF NOT EXISTS retention_sightings (
     uuid TEXT NOT NULL, reaped_at TEXT NOT NULL, first_seen TEXT NOT NULL,
     last_counted TEXT NOT NULL, cycles INTEGER NOT NULL, PRIMARY KEY (uuid, reaped_at))""",
+    "leftover_sightings": """CREATE TABLE IF NOT EXISTS leftover_sightings (
+    key TEXT PRIMARY KEY, first_seen TEXT NOT NULL, last_seen TEXT NOT NULL,
+    looks INTEGER NOT NULL)""",
 }
 
 #: The schema of version ``SCHEMA_VERSION``: every table and its indexes.

@@ -34,6 +34,7 @@ from nova_orphans.record.entries import (
     time_of,
 )
 from nova_orphans.record.holds import HoldsTable
+from nova_orphans.record.leftover_sightings import LeftoverSightingsTable
 
 
 class JournalError(NovaOrphansError):
@@ -122,7 +123,7 @@ def _locked(journal_path: str, holder: str) -> JournalLocked:
     )
 
 
-class Journal(HoldsTable):
+class Journal(HoldsTable, LeftoverSightingsTable):
     """A small, durable record in one SQLite file.
 
     ``exclusive``: hold the journal's lock while open (the agent does); a second

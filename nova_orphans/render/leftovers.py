@@ -23,20 +23,30 @@ def record(leftovers: Leftovers | None) -> dict[str, Any] | None:
         "counts": {k.value: leftovers.count(k) for k in StrayKind},
         "not_checked": {k.value: why for k, why in leftovers.not_checked.items()},
         "cost": strays.totals(leftovers),
+        "looked_at": leftovers.looked_at.isoformat() if leftovers.looked_at else None,
+        "carried": leftovers.carried,
         "items": [item_record(i) for i in leftovers.items],
     }
 
 
+#: What a leftover's JSON leaves out: the step before it is told (its command says it).
+_INTERNAL = ("remedy",)
+
+
 def item_record(item: Leftover) -> dict[str, Any]:
-    """One leftover as JSON-ready data."""
-    return dataclasses.asdict(item) | {"kind": item.kind.value}
+    """One leftover as JSON-ready data: ``command`` null with ``held_by`` and ``why`` when
+    no command is told (docs/design.md rule 22)."""
+    data = {k: v for k, v in dataclasses.asdict(item).items() if k not in _INTERNAL}
+    held = item.held_by.value if item.held_by else None
+    return data | {"kind": item.kind.value, "held_by": held}
 
 
 def lines(leftovers: Leftovers | None, listed: bool, wide: bool) -> list[str]:
     """One summary line per kind; with ``listed``, each leftover and its removal command.
 
     NOTE: a command is printed whole on its own line, never wrapped, so that it can
-    be pasted as it is; it holds only validated UUIDs (and a quoted path).
+    be pasted as it is; it holds only validated UUIDs (and a quoted path). A leftover
+    without one says why on that line instead (``no command (held_by): why``).
     """
     if leftovers is None:
         return []
@@ -46,7 +56,11 @@ def lines(leftovers: Leftovers | None, listed: bool, wide: bool) -> list[str]:
     if listed:
         for item in leftovers.items:
             out += table.fit(f"{item.kind.value} {item.subject}: {item.reason}", wide, "  ")
-            out.append("    " + table.escape(item.command))
+            if item.command is not None:
+                out.append("    " + table.escape(item.command))
+            else:
+                held = item.held_by.value if item.held_by else "held"
+                out += table.fit(f"no command ({held}): {item.why}", wide, "    ")
     return out
 
 
@@ -56,6 +70,9 @@ def summary(leftovers: Leftovers, kind: StrayKind) -> str:
         return f"not checked: {leftovers.not_checked[kind]}"
     items = leftovers.of(kind)
     costs = _costs(items)
+    held = sum(1 for i in items if i.command is None)
+    if items and kind is not StrayKind.FOREIGN_PORT:
+        costs = ", ".join(c for c in (costs, f"{held} without a command" if held else "") if c)
     return f"{len(items)}" + (f" ({costs})" if costs else "")
 
 

@@ -38,7 +38,7 @@ def identity_always_passes(monkeypatch: pytest.MonkeyPatch) -> None:
         return identity.Verdict(host, identity.State.VERIFIED, (), "not checked")
 
     monkeypatch.setattr(audit, "check_identity", verified)
-    monkeypatch.setattr(decide_module, "_brake", lambda *args: None)
+    monkeypatch.setattr(decide_module, "brake_of", lambda *args: None)
 
 
 # --- wrong host, wrong libvirt ---------------------------------------------------------------
