@@ -14,12 +14,16 @@ import pathlib
 import tempfile
 from xml.sax.saxutils import escape, quoteattr
 
+from collections.abc import Callable
+
 from nova_orphans import audit
 from nova_orphans.core.model import Kind
+from nova_orphans.core.policy import Policy
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
+from nova_orphans.observe.services.strays import StrayObserver
 
 HOST = "compute-1"
 OTHER_HOST = "compute-2"
@@ -60,6 +64,8 @@ GUESTS = (
           nova_metadata=False),
     Guest("66666666-6666-4666-8666-666666666666", "build-agent", Kind.PROTECTED, SHUTOFF),
     Guest("77777777-7777-4777-8777-777777777777", "cache-2", Kind.LOST, domain_state=None),
+    Guest("12121212-1212-4121-8121-121212121212", "api-1", None),
+    Guest("13131313-1313-4131-8131-131313131313", "api-2", None),
 )  # fmt: skip
 _BY_NAME = {g.name: g for g in GUESTS}
 #: A server elsewhere, so the cloud is not only compute-1.
@@ -69,6 +75,18 @@ _BYSTANDER = "88888888-8888-4888-8888-888888888888"
 SHARED_VOLUME = "99999999-9999-4999-8999-999999999999"
 #: The port Neutron gave web-2 later, with batch-7's MAC (an address-conflict danger).
 REUSED_PORT = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+#: A server deleted while compute-1 was down whose guest is gone since: what it left behind
+#: (its instance directory, port, volume attachment and allocation) are the leftovers.
+LEFT_BEHIND = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+LEFT_PORT = "cccccccc-cccc-4ccc-8ccc-cccccccccccc"
+LEFT_VOLUME = "dddddddd-dddd-4ddd-8ddd-dddddddddddd"
+LEFT_ATTACHMENT = "eeeeeeee-eeee-4eee-8eee-eeeeeeeeeeee"
+#: A Zun container's port on compute-1 (``compute:kuryr``): not Nova's, never a command.
+CONTAINER = "f0f0f0f0-f0f0-4f0f-8f0f-f0f0f0f0f0f0"
+CONTAINER_PORT = "f1f1f1f1-f1f1-4f1f-8f1f-f1f1f1f1f1f1"
+#: The looks the demo makes, an hour apart, ending at ``NOW``: a leftover's command is told
+#: once it was seen in ``sightings_required`` looks across ``grace_period`` (rule 22).
+LOOKS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,11 +105,39 @@ class DemoWorld:
     neutron: SimNeutron = dataclasses.field(default_factory=SimNeutron)
 
     @property
+    def instances_path(self) -> str:
+        """compute-1's instances_path (the demo's own directory)."""
+        return str(self.state_path / "instances")
+
+    @property
     def services(self) -> audit.Services:
         """Placement, Cinder and Neutron of the demo cloud, as the audit asks them."""
         return audit.Services(
-            PlacementObserver(self.placement), DangerObserver(self.cinder, self.neutron)
+            PlacementObserver(self.placement),
+            DangerObserver(self.cinder, self.neutron),
+            StrayObserver(self.neutron, self.cinder, self.placement),
         )
+
+    def looks(self, observe: Callable[[datetime.datetime], audit.AuditReport]) -> audit.AuditReport:
+        """The last of ``LOOKS`` audits an hour apart (``observe(now)`` makes one), its
+        leftovers told with the sightings of the looks before (docs/design.md rule 22)."""
+        policy = Policy()
+        state = audit.JournalState()
+        report = None
+        for hours in range(LOOKS - 1, -1, -1):
+            report = observe(self.now - datetime.timedelta(hours=hours))
+            report, sightings = audit.tell(
+                report,
+                state,
+                policy,
+                brake=audit.brake(report, policy),
+                # NOTE: the demo's host is this machine, its instances_path the host's own.
+                host_instances_path=self.instances_path,
+                instances_path=self.instances_path,
+            )
+            state = dataclasses.replace(state, leftover_sightings=sightings)
+        assert report is not None
+        return report
 
     @property
     def libvirt_uri(self) -> str:
@@ -118,29 +164,44 @@ def build(directory: str | os.PathLike[str] | None = None) -> DemoWorld:
     # NOTE: Nova's fake driver read through libvirt's test driver has no hypervisor to
     # compare; the compute_id nova-compute would have written ties the demo to compute-1.
     (folder / "compute_id").write_text(nova.computes[HOST].node_uuid, encoding="utf-8")
+    left = folder / "instances" / LEFT_BEHIND
+    left.mkdir(parents=True, exist_ok=True)
+    (left / "disk").write_bytes(b"\1" * 65536)
+    (left / "console.log").write_text("login:\n", encoding="utf-8")
     return DemoWorld(nova, node_xml, HOST, NOW, GUESTS, folder.resolve(), *_services(nova))
 
 
 def _services(nova: SimulatedNova) -> tuple[SimPlacement, SimCinder, SimNeutron]:
     """What Placement, Cinder and Neutron say after compute-1's troubles."""
     placement = SimPlacement()
-    # NOTE: Placement still counts web-1, the soft-deleted build-agent and the lost
-    # cache-2 (512 MiB, 1 vCPU, 1 GB each); the local deletes released the others.
+    # NOTE: Placement still counts web-1, api-1, api-2, the soft-deleted build-agent, the
+    # lost cache-2 and the left-behind server, whose delete never reached it (512 MiB,
+    # 1 vCPU, 1 GB each); the local deletes released the others.
+    node = nova.computes[HOST].node_uuid
     placement.add_provider(
         HOST,
-        nova.computes[HOST].node_uuid,
+        node,
         {
             "VCPU": {"total": 4, "reserved": 0, "allocation_ratio": 4.0},
-            "MEMORY_MB": {"total": 4096, "reserved": 512, "allocation_ratio": 1.0},
+            "MEMORY_MB": {"total": 8192, "reserved": 512, "allocation_ratio": 1.0},
             "DISK_GB": {"total": 100, "reserved": 0, "allocation_ratio": 1.0},
         },
-        {"VCPU": 3, "MEMORY_MB": 1536, "DISK_GB": 3},
+        {"VCPU": 6, "MEMORY_MB": 3072, "DISK_GB": 6},
     )
+    small = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    for name in ("web-1", "api-1", "api-2", "cache-2", "build-agent"):
+        placement.allocate(node, _BY_NAME[name].uuid, dict(small))
+    placement.allocate(node, LEFT_BEHIND, dict(small))
     cinder = SimCinder()
     cinder.add_volume(SHARED_VOLUME, "in-use", ((_BYSTANDER, OTHER_HOST),))
+    cinder.add_attachment(LEFT_ATTACHMENT, LEFT_VOLUME, LEFT_BEHIND, "attached", HOST)
     neutron = SimNeutron()
     batch = _BY_NAME["batch-7"]
     neutron.add_port(REUSED_PORT, _mac(batch), _BYSTANDER, ("10.0.0.23",), OTHER_HOST)
+    neutron.add_port(LEFT_PORT, "fa:16:3e:00:00:b0", LEFT_BEHIND, ("10.0.0.31",), HOST)
+    neutron.add_port(
+        CONTAINER_PORT, "fa:16:3e:00:00:c0", CONTAINER, ("10.0.0.32",), HOST, zone="kuryr"
+    )
     return placement, cinder, neutron
 
 
@@ -160,11 +221,14 @@ def _build_nova() -> tuple[SimulatedNova, dict[str, str]]:
         # The libvirt driver names domains by instance_name_template, instance-%08x.
         names[guest.uuid] = f"instance-{nova.server(guest.uuid).db_id:08x}"
     nova.boot(OTHER_HOST, "web-2", _BYSTANDER, project_id=PROJECT, user_id=USER, at=_BOOTED)
+    nova.boot(HOST, "old-build", LEFT_BEHIND, project_id=PROJECT, user_id=USER, at=_BOOTED)
     # compute-1 was down twice; a server was deleted each time (local delete).
     # The older deleted row has since been archived, the newer one has not.
     nova.set_compute(HOST, up=False, forced_down=True)
     nova.local_delete(_BY_NAME["batch-7"].uuid, at=_TROUBLE - datetime.timedelta(days=7))
     nova.local_delete(_BY_NAME["db-old"].uuid, at=_TROUBLE)
+    # old-build was deleted too; its guest is gone since, its leftovers stay.
+    nova.local_delete(LEFT_BEHIND, at=_TROUBLE)
     nova.set_compute(HOST, up=True, forced_down=False)
     nova.archive(before=_TROUBLE - datetime.timedelta(days=1))
     # The migration finished and Nova recorded it completed, but the source

@@ -106,18 +106,23 @@ def run_demo(args: argparse.Namespace) -> int:
         with LibvirtObserver.open(cloud.libvirt_uri) as hypervisor:
             # NOTE: the simulated cloud lives at a fixed moment, so "now" is its clock.
             nova = NovaObserver(cloud.nova, retry=lambda call: call())
-            result = audit.audit(
-                hypervisor,
-                nova,
-                cloud.host,
-                cloud.now,
-                compute_id_dirs=(str(cloud.state_path),),
-                services=cloud.services,
+            result = cloud.looks(
+                lambda now: audit.audit(
+                    hypervisor,
+                    nova,
+                    cloud.host,
+                    now,
+                    compute_id_dirs=(str(cloud.state_path),),
+                    services=cloud.services,
+                    instances_path=cloud.instances_path,
+                )
             )
-    return show(result, args)
+    # NOTE: the demo lists each leftover with its command (or why none): the feature a
+    # newcomer should see.
+    return show(result, args, leftovers=True)
 
 
-def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
+def show(result: audit.AuditReport, args: argparse.Namespace, leftovers: bool = False) -> int:
     """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
     orphans, else 0.
 
@@ -142,5 +147,6 @@ def show(result: audit.AuditReport, args: argparse.Namespace) -> int:
     if args.format == "json":
         print(render_host.render_json(result))
     else:
-        print(render_host.render_table(result, args.wide, getattr(args, "leftovers", False)))
+        listed = leftovers or getattr(args, "leftovers", False)
+        print(render_host.render_table(result, args.wide, listed))
     return audit.exit_code(result)

@@ -139,7 +139,7 @@ def _told(
     item = dataclasses.replace(item, command=None, held_by=None, why=None)
     remedy = item.remedy
     if remedy is None:
-        return _held(item, Held.OWNER, "Nova is not shown to own it: never a command")
+        return _held(item, Held.OWNER, "not Nova's: never a command")
     seen = proofs.sightings.get(sighting_key(item) or "")
     item = dataclasses.replace(item, seen=seen.looks if seen and not stale else 0)
     if not proofs.verdict.clear:

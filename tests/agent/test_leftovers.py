@@ -20,7 +20,7 @@ import pytest
 
 from nova_orphans import audit
 from nova_orphans.core import fleet_reports as fleet_core
-from nova_orphans.core.strays import StrayKind
+from nova_orphans.core.strays import CLEANUP_KINDS, Held, StrayKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.fleet import reports as fleet_io
 from nova_orphans.observe.services.dangers import DangerObserver
@@ -57,6 +57,8 @@ class World(SimWorld):
         (self.instances / "_base").mkdir(parents=True)
         (self.instances / "locks").mkdir()
         self.agent.instances_path = str(self.instances)
+        # NOTE: the host's own path (this may run in a container: rule 22's path proof).
+        self.agent.host_instances_path = str(self.instances)
         self._ports = 0
         #: Every path asked of Nova, in order.
         self.paths: list[str] = []
@@ -78,7 +80,7 @@ class World(SimWorld):
         port = f"{self._ports:08x}-0000-4000-8000-00000000beef"
         self.neutron.add_port(port, f"fa:16:3e:00:00:{self._ports:02x}", uuid, ("10.0.0.5",), host)
         self.cinder.add_attachment(f"{self._ports:08x}-0000-4000-8000-0000000a77ac", VOLUME, uuid,
-                                   "attached")  # fmt: skip
+                                   "attached", host)  # fmt: skip
         if host == HOST:
             self.files(uuid)
         return uuid
@@ -109,9 +111,9 @@ class World(SimWorld):
 
 
 def kinds(leftovers) -> dict[StrayKind, list[str]]:
-    found: dict[StrayKind, list[str]] = {k: [] for k in StrayKind}
+    found: dict[StrayKind, list[str]] = {k: [] for k in CLEANUP_KINDS}
     for item in leftovers.items:
-        found[item.kind].append(item.server)
+        found.setdefault(item.kind, []).append(item.server)
     return found
 
 
@@ -121,15 +123,16 @@ def test_a_local_delete_leaves_files_a_port_an_attachment_and_an_allocation(tmp_
     gone = world.lost("gone")
     leftovers = world.leftovers()
     assert leftovers.not_checked == {}
-    assert kinds(leftovers) == {k: [gone] for k in StrayKind}
-    files, port, attachment, allocation = (leftovers.of(k)[0] for k in StrayKind)
+    assert kinds(leftovers) == {k: [gone] for k in CLEANUP_KINDS}
+    files, port, attachment, allocation = (leftovers.of(k)[0] for k in CLEANUP_KINDS)
     path = str(world.instances / gone)
     assert files.subject == path
     assert files.command == f"rm -r -- {path}"
     assert files.disk_bytes >= 65536
     assert files.reason.startswith(f"Nova deleted server {gone} at ")
     assert "console.log, disk, disk.info" in files.reason
-    assert port.command == f"openstack port delete {port.subject}"
+    # NOTE: rule 22: a deleted server's port is unbound, never deleted.
+    assert port.command == f"openstack port unset --host {port.subject}"
     assert attachment.command == (
         f"openstack --os-volume-api-version 3.27 volume attachment delete {attachment.subject}"
     )
@@ -147,7 +150,7 @@ def test_an_archived_server_s_leftovers_are_still_found_once_every_cell_answered
     gone = world.lost("gone")
     world.nova.archive()
     leftovers = world.leftovers()
-    assert kinds(leftovers) == {k: [gone] for k in StrayKind}
+    assert kinds(leftovers) == {k: [gone] for k in CLEANUP_KINDS}
     assert all("Nova has no record of server" in i.reason for i in leftovers.items)
     assert any(p.startswith("/os-services") and "host=" not in p for p in world.paths)
 
@@ -256,7 +259,7 @@ def test_a_service_that_cannot_be_asked_is_not_checked_never_nothing_left(tmp_pa
             "placement": StrayKind.ALLOCATION}[service]  # fmt: skip
     assert leftovers.count(kind) is None
     assert leftovers.not_checked.get(kind)
-    others = [k for k in StrayKind if k is not kind]
+    others = [k for k in CLEANUP_KINDS if k is not kind]
     assert [leftovers.count(k) for k in others] == [1, 1, 1]
     document = json.loads(render_host.render_json(world.cycle().report))
     assert document["leftovers"]["counts"][kind.value] is None
@@ -318,10 +321,14 @@ def test_one_listing_per_service_per_host_whatever_the_number_of_servers(tmp_pat
     before = len(world.paths)
     leftovers = world.leftovers()
     assert {k: sorted(v) for k, v in kinds(leftovers).items()} == {
-        k: sorted(gone) for k in StrayKind
+        k: sorted(gone) for k in CLEANUP_KINDS
     }
     assert world.neutron.requests == [f"/v2.0/ports?binding%3Ahost_id={HOST}"]
-    assert [p.split("?")[0] for p in world.cinder.requests] == ["/attachments"] * 3
+    # NOTE: and one volume read per distinct volume of the attachments that are leftovers,
+    # for their connector's host (rule 22): here all six hold the same volume.
+    assert [p.split("?")[0] for p in world.cinder.requests] == ["/attachments"] * 3 + [
+        f"/volumes/{VOLUME}"
+    ]
     allocations = [p for p in world.placement.requests if p.endswith("/allocations")]
     assert allocations == [f"/resource_providers/{world.provider}/allocations"]
     # NOTE: Nova: the host's deleted rows in bulk (6 to explain), never a lookup each.
@@ -345,8 +352,15 @@ def test_a_steady_cycle_asks_no_leftover_listing_and_reports_the_last_full_looks
     assert world.cinder.requests == []
     assert [p for p in world.neutron.requests if "binding" in p] == []
     assert [p for p in world.placement.requests if p.endswith("/allocations")] == []
-    assert steady.report.leftovers == first.report.leftovers
-    assert {i.server for i in steady.report.leftovers.items} == {gone}
+    carried, fresh = steady.report.leftovers, first.report.leftovers
+    assert carried.carried and carried.looked_at == fresh.looked_at == first.report.checked_at
+    assert [(i.kind, i.subject) for i in carried.items] == [
+        (i.kind, i.subject) for i in fresh.items
+    ]
+    assert {i.server for i in carried.items} == {gone}
+    # NOTE: rule 22: a command comes only from the cycle's own look.
+    assert all(i.command for i in fresh.items)
+    assert all(i.command is None and i.held_by is Held.CARRIED for i in carried.items)
 
 
 # ---------------------------------------------------------------- hostile names
@@ -367,11 +381,11 @@ def test_hostile_names_under_instances_path_and_from_services_never_reach_a_comm
     world.cinder.add_attachment("x; rm -rf /", VOLUME, gone, "attached")
     world.placement.allocate(world.provider, "`id`", dict(FLAVOR))
     leftovers = world.leftovers()
-    assert kinds(leftovers) == {k: [gone] for k in StrayKind}
+    assert kinds(leftovers) == {k: [gone] for k in CLEANUP_KINDS}
     (files,) = leftovers.of(StrayKind.FILES)
     assert files.disk_bytes < 1 << 20  # the link's target is not counted
     for item in leftovers.items:
-        assert not set(item.command) & set("$`;|&<>\\\n")
+        assert not set(item.command or "") & set("$`;|&<>\\\n")
 
 
 def test_the_table_tells_one_line_per_kind_and_lists_them_on_request(tmp_path):
@@ -436,10 +450,11 @@ def test_the_fleet_merge_tells_each_trusted_host_s_leftovers_once(tmp_path):
 
     fleet, document = merged(mine, theirs)
     assert document["summary"]["leftovers"] == {
-        "stray-files": 2, "stray-port": 1, "stray-attachment": 1, "stray-allocation": 1
+        "stray-files": 2, "stray-port": 1, "stray-attachment": 1, "stray-allocation": 1,
+        "foreign-port": 0,
     }  # fmt: skip
     (host,) = [h for h in document["hosts"] if h["host"] == HOST]
-    assert {i["kind"] for i in host["leftovers"]["items"]} == {k.value for k in StrayKind}
+    assert {i["kind"] for i in host["leftovers"]["items"]} == {k.value for k in CLEANUP_KINDS}
     assert "command" not in host["leftovers"]["items"][0]
     table = render_fleet.render_table(fleet)
     assert "across trusted hosts, leftovers: stray-files 2, stray-port 1" in table

@@ -48,9 +48,41 @@ def test_demo_shows_what_each_orphan_costs_and_endangers(capsys):
     # The shared volume's guest is listed first, before the table's usual order.
     assert lines[1].startswith("deleted    " + _uuid("db-old"))
     assert any(
-        line.startswith("memory: Placement counts 1.5 GiB of 3.5 GiB used") for line in lines
+        line.startswith("memory: Placement counts 3.0 GiB of 7.5 GiB used") for line in lines
     )
 
 
 def _uuid(name: str) -> str:
     return next(g.uuid for g in demo.GUESTS if g.name == name)
+
+
+def test_demo_tells_one_leftover_of_each_kind_with_its_command_and_one_held_with_why(capsys):
+    """docs/design.md rule 22 as a newcomer sees it: three looks an hour apart, then each
+    leftover of the left-behind server with its least destructive command, and the
+    container's port told without one."""
+    assert cli.main(["demo", "--format", "json"]) == exits.SHARED_VOLUME
+    found = json.loads(capsys.readouterr().out)["leftovers"]
+    assert found["not_checked"] == {}
+    by_kind = {i["kind"]: i for i in found["items"]}
+    assert sorted(by_kind) == sorted(
+        ["stray-files", "stray-port", "stray-attachment", "stray-allocation", "foreign-port"]
+    )
+    told = [by_kind[k] for k in by_kind if k != "foreign-port"]
+    assert all(i["server"] == demo.LEFT_BEHIND for i in told)
+    assert all(i["command"] and i["held_by"] is None and i["seen"] == demo.LOOKS for i in told)
+    assert by_kind["stray-port"]["command"] == f"openstack port unset --host {demo.LEFT_PORT}"
+    assert by_kind["stray-files"]["command"].startswith("rm -r -- /")
+    held = by_kind["foreign-port"]
+    assert (held["subject"], held["command"], held["held_by"]) == (
+        demo.CONTAINER_PORT,
+        None,
+        "owner",
+    )
+    assert "compute:kuryr" in held["reason"]
+
+
+def test_demo_table_lists_each_command_on_its_own_line_and_the_held_one_s_reason(capsys):
+    cli.main(["demo"])
+    lines = capsys.readouterr().out.splitlines()
+    assert f"    openstack port unset --host {demo.LEFT_PORT}" in lines
+    assert "    no command (owner): not Nova's: never a command" in lines

@@ -104,9 +104,7 @@ WITHHELD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "proof, changes, held, why", WITHHELD, ids=[case[0] for case in WITHHELD]
-)
+@pytest.mark.parametrize("proof, changes, held, why", WITHHELD, ids=[case[0] for case in WITHHELD])
 def test_one_missing_proof_withholds_every_command_and_says_why(
     proof: str, changes: dict[str, object], held: Held, why: str
 ) -> None:
