@@ -12,9 +12,8 @@ import datetime
 import os
 import pathlib
 import tempfile
-from xml.sax.saxutils import escape, quoteattr
-
 from collections.abc import Callable
+from xml.sax.saxutils import escape, quoteattr
 
 from nova_orphans import audit
 from nova_orphans.core.model import Kind
