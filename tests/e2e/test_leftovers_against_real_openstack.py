@@ -15,10 +15,16 @@ On host1 (its nova-compute stopped and forced down, as an outage leaves it):
   build leaves them), and server E is being live-migrated to host2 (a ``running``
   live-migration record, E's task_state ``migrating``, the source's allocation moved to the
   migration's UUID and E's own to host2's provider, as Nova's conductor does): both have
-  their instance directory on host1, and neither may be reported.
+  their instance directory on host1, and neither may be reported;
+- server F is SHELVED_OFFLOADED (host and node cleared in the cell database, as
+  ``_shelve_offload_instance`` leaves them) with a port still bound to host1, as a failed
+  unbind leaves it: it must be unbound, never deleted (docs/design.md rule 22);
+- a container's port (``compute:kuryr``, its device a UUID Nova never knew) is bound to host1,
+  as Zun binds them: a foreign port, told without a command.
 
-``nova-orphans audit`` must tell each with the right kind and command, and find at least
-what ``nova-manage placement audit`` finds on host1's provider.
+``nova-orphans audit`` must tell each with the right kind and command (rule 22's proofs:
+host1's node pinned, each leftover seen in the one look ``[leftovers]`` asks for), and find at
+least what ``nova-manage placement audit`` finds on host1's provider.
 """
 
 from __future__ import annotations
@@ -102,10 +108,16 @@ def keystone_auth() -> str:
 
 
 def audit(directory: pathlib.Path, instances: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    # NOTE: rule 22: commands only on a proven identity (host1's node pinned), at a path the
+    # host names (this may run in a container), once seen in as many looks as asked.
     conf = directory / "nova-orphans.conf"
     conf.write_text(
         f"[DEFAULT]\nhost = host1\ninstances_path = {instances}\n"
-        f"[agent]\nstate_dir = {directory / 'state'}\n[nova]\n{keystone_auth()}timeout = 30\n"
+        f"compute_node_uuid = {provider('host1')}\n"
+        f"[agent]\nstate_dir = {directory / 'state'}\n"
+        f"[leftovers]\nsightings_required = 1\ngrace_period = 0\n"
+        f"host_instances_path = {instances}\n"
+        f"[nova]\n{keystone_auth()}timeout = 30\n"
     )
     world = worlds.write_node_file(directory, [])
     return harness.run_audit(conf, "host1", world)
@@ -160,8 +172,9 @@ def scene(
          {"volume": {"size": 1, "name": "e2e-leftover"}}, ok=(202,))["volume"]["id"]  # fmt: skip
     try:
         harness.wait_for("the volume", lambda: volume(admin, vid)["status"] == "available")
-        a, b, c, d, e = (nova.boot("host1")["id"] for _ in range(5))
-        servers += [a, b, c, d, e]
+        a, b, c, d, e, f = (nova.boot("host1")["id"] for _ in range(6))
+        servers += [a, b, c, d, e, f]
+        container = str(uuidlib.uuid4())
         nova.request("POST", f"/servers/{a}/os-volume_attachments",
                      json_body={"volumeAttachment": {"volumeId": vid}})  # fmt: skip
         harness.wait_for(
@@ -181,6 +194,19 @@ def scene(
             port = harness.service_call(admin, "network", "POST", "/v2.0/ports", body,
                                         ok=(201,))["port"]  # fmt: skip
             ports.append(port["id"])
+            harness.cell_sql(
+                "UPDATE instances SET vm_state='shelved_offloaded', host=NULL, node=NULL "
+                f"WHERE uuid='{f}'"
+            )
+            placement(admin, "DELETE", f"/allocations/{f}", ok=(204,))
+            body["port"] |= {"device_id": f}
+            shelved = harness.service_call(admin, "network", "POST", "/v2.0/ports", body,
+                                           ok=(201,))["port"]  # fmt: skip
+            ports.append(shelved["id"])
+            body["port"] |= {"device_id": container, "device_owner": "compute:kuryr"}
+            kuryr = harness.service_call(admin, "network", "POST", "/v2.0/ports", body,
+                                         ok=(201,))["port"]  # fmt: skip
+            ports.append(kuryr["id"])
             nova.action(b, {"evacuate": {"host": "host2"}})
             harness.wait_for(
                 "the evacuation",
@@ -207,7 +233,8 @@ def scene(
             move_allocation(admin, e, host2, e)
             done = audit(directory, instances)
             reference = nova_manage_audit(host1)
-        yield {"a": a, "b": b, "c": c, "d": d, "e": e, "port": port["id"], "volume": vid,
+        yield {"a": a, "b": b, "c": c, "d": d, "e": e, "f": f, "shelved": shelved["id"],
+               "kuryr": kuryr["id"], "container": container, "port": port["id"], "volume": vid,
                "migration": migration, "host1": host1, "instances": instances, "done": done,
                "reference": reference}  # fmt: skip
     finally:
@@ -251,13 +278,32 @@ def test_a_local_delete_leaves_files_a_port_and_an_attachment(scene: dict[str, A
     assert items["stray-files"]["command"] == f"rm -r -- {path}"
     assert items["stray-files"]["disk_bytes"] >= 65536
     assert items["stray-port"]["subject"] == scene["port"]
-    assert items["stray-port"]["command"] == f"openstack port delete {scene['port']}"
+    # NOTE: rule 22: a deleted server's port is unbound (Nova keeps a user's ports).
+    assert items["stray-port"]["command"] == f"openstack port unset --host {scene['port']}"
     attachment = items["stray-attachment"]
     assert attachment["volume"] == scene["volume"]
     assert attachment["command"] == (
         f"openstack --os-volume-api-version 3.27 volume attachment delete {attachment['subject']}"
     )
     assert all(f"Nova deleted server {a}" in i["reason"] for i in items.values())
+    assert all(i["held_by"] is None and i["seen"] == 1 for i in items.values())
+
+
+def test_a_shelved_offloaded_server_s_port_is_unbound_never_deleted(scene: dict[str, Any]) -> None:
+    found = leftovers(scene)
+    (item,) = [i for i in found["items"] if i["server"] == scene["f"]]
+    assert (item["kind"], item["subject"]) == ("stray-port", scene["shelved"])
+    assert item["command"] == f"openstack port unset --host {scene['shelved']}"
+    assert "on no host (shelved_offloaded)" in item["reason"]
+
+
+def test_a_container_s_port_is_foreign_and_gets_no_command(scene: dict[str, Any]) -> None:
+    found = leftovers(scene)
+    (item,) = [i for i in found["items"] if i["subject"] == scene["kuryr"]]
+    assert (item["kind"], item["command"], item["held_by"]) == ("foreign-port", None, "owner")
+    assert "'compute:kuryr' names no zone of Nova's" in item["reason"]
+    assert scene["container"] in item["reason"]
+    assert found["counts"]["foreign-port"] == 1
 
 
 def test_an_evacuation_leaves_the_source_s_allocation(scene: dict[str, Any]) -> None:

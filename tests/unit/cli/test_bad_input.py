@@ -26,6 +26,7 @@ import pytest
 from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.record.entries import SCHEMA_VERSION
 
 UNKNOWN_UUID = "11111111-2222-3333-4444-555555555555"
 NOVA_DOWN = "http://127.0.0.1:1/v2.1"
@@ -569,42 +570,42 @@ CASES = [
         "history: journal of a newer schema",
         f"history {C}",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
         "quarantine list: journal of a newer schema",
         f"quarantine list {C}",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
         "restore: journal of a newer schema",
         f"restore {C} {UNKNOWN_UUID}",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
         "release: journal of a newer schema",
         f"release {C} {UNKNOWN_UUID}",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
         "purge: journal of a newer schema",
         f"purge {C} --older-than 1",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
         "run: journal of a newer schema",
         f"run --once {C} {W}",
         USAGE,
-        "schema version 2",
+        f"schema version {SCHEMA_VERSION + 1}",
         prepare="newer journal",
     ),
     case(
@@ -689,7 +690,7 @@ def _bad_conf_d(site: pathlib.Path) -> None:
 
 def _newer_journal(site: pathlib.Path) -> None:
     db = sqlite3.connect(site / "state" / "journal.sqlite")
-    db.execute("PRAGMA user_version = 2")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.close()
 
 

@@ -96,7 +96,7 @@ def unversioned(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_a_new_journal_carries_the_current_schema_version(tmp_path):
     path = tmp_path / "journal.sqlite"
     Journal(str(path)).close()
-    assert user_version(path) == SCHEMA_VERSION == 1
+    assert user_version(path) == SCHEMA_VERSION == 2
 
 
 def test_a_journal_of_today_upgrades_in_place_keeping_intents_quarantine_and_holds(unversioned):
