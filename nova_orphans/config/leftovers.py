@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+from nova_orphans.config.default import AbsolutePath
+
 LEFTOVERS_GROUP = "leftovers"
 
 leftovers_opts = [
@@ -22,8 +24,9 @@ leftovers_opts = [
         help="Seconds from a leftover's first sighting before its command is told. "
         "Default: [agent] grace_period.",
     ),
-    cfg.StrOpt(
+    cfg.Opt(
         "host_instances_path",
+        type=AbsolutePath(),
         help="instances_path as the host names it, when nova-orphans runs in a container "
         "that mounts it at another path (kolla: the nova_compute volume). Printed commands "
         "use it; in a container without it, instance directories are told without a command. "

@@ -48,4 +48,4 @@ def test_the_generator_namespace_is_the_options_aggregate():
     module, _, name = project["entry-points"]["oslo.config.opts"]["nova_orphans"].partition(":")
     assert getattr(importlib.import_module(module), name) is opts.list_opts
     groups = [group for group, _ in opts.list_opts()]
-    assert groups == [None, "libvirt", "agent", "metrics", "fleet", "nova", "services"]
+    assert groups == [None, "libvirt", "agent", "metrics", "fleet", "leftovers", "nova", "services"]
