@@ -130,7 +130,8 @@ def test_every_service_found_in_the_catalog_with_one_request_per_check(tmp_path,
     assert len(cloud.services["placement"].requests) == 4
     assert cloud.services["placement"].requests[-1] == f"/resource_providers/{node}/allocations"
     assert document["leftovers"]["counts"] == {
-        "stray-files": 0, "stray-port": 0, "stray-attachment": 0, "stray-allocation": 1
+        "stray-files": 0, "stray-port": 0, "stray-attachment": 0, "stray-allocation": 1,
+        "foreign-port": 0,
     }  # fmt: skip
     # Through the one session: the token Keystone issued, nothing else.
     assert set(cloud.tokens_seen) == {http_nova.ISSUED_TOKEN}
@@ -241,12 +242,19 @@ def test_a_404_from_an_endpoint_that_is_not_cinders_is_unknown_not_no_such_volum
 
 def test_leftovers_one_line_per_kind_and_listed_with_their_commands(tmp_path, cloud, capsys):
     """docs/design.md §8b: the table says each kind in one line; ``--leftovers`` lists each
-    with the command that removes it (the server here Placement has no allocation of)."""
+    with the command that removes it (the server here Placement has no allocation of), on
+    rule 22's proofs: the node pinned, seen in the one look asked for."""
     uri = orphan_world(tmp_path, cloud)
-    argv = ["audit", "--config-file", config(tmp_path, cloud), "--libvirt-uri", uri]
+    node = cloud.nova.computes["cmp-1"].node_uuid
+    proofs = f"[leftovers]\nsightings_required = 1\ngrace_period = 0\n"
+    conf = config(tmp_path, cloud, proofs)
+    pathlib.Path(conf).write_text(
+        pathlib.Path(conf).read_text().replace("[agent]", f"compute_node_uuid = {node}\n[agent]")
+    )
+    argv = ["audit", "--config-file", conf, "--libvirt-uri", uri]
     cli.main(argv)
     table = capsys.readouterr().out
-    assert "leftovers stray-allocation: 1 (1 servers here with no allocation)" in table
+    assert "leftovers stray-allocation: 1 (1 servers here with no allocation)" in table, table
     assert "leftovers stray-files: 0" in table and "heal_allocations" not in table
     cli.main([*argv, "--leftovers"])
     listed = capsys.readouterr().out.splitlines()

@@ -483,7 +483,7 @@ def test_nova_adapter_fails_closed_on_an_injected_fault(
 # -- the demo world --------------------------------------------------------------
 
 
-def test_demo_world_loads_in_libvirt_with_six_domains(tmp_path: pathlib.Path) -> None:
+def test_demo_world_loads_in_libvirt_with_eight_domains(tmp_path: pathlib.Path) -> None:
     libvirt = pytest.importorskip("libvirt")
     libvirt.registerErrorHandler(lambda *args: None, None)
     demo = demo_cloud.build(tmp_path)
@@ -492,7 +492,7 @@ def test_demo_world_loads_in_libvirt_with_six_domains(tmp_path: pathlib.Path) ->
         uuids = {d.UUIDString() for d in conn.listAllDomains()}
     finally:
         conn.close()
-    assert len(uuids) == 6
+    assert len(uuids) == 8
     lost = {g.uuid for g in demo.guests if g.domain_state is None}
     assert uuids == {g.uuid for g in demo.guests} - lost
 
