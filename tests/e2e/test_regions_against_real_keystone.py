@@ -3,12 +3,11 @@ dead is added through Keystone's API for the module and removed after it.
 
 With the region named (``[nova] region_name``) Nova and its sibling services are looked up in
 that region only; the dead region named is one line naming Nova, the region and the URL; with
-none named and two regions in the catalog, the region keystoneauth took is said.
+none named and two regions in the catalog, nothing is asked and the config error names both.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pathlib
 import uuid as uuidlib
@@ -20,7 +19,7 @@ import pytest
 
 from nova_orphans import config
 from nova_orphans.observe.errors import NovaUnreachable
-from nova_orphans.observe.nova.session import transport_from_conf
+from nova_orphans.observe.nova.session import RegionNotNamed, transport_from_conf
 from nova_orphans.observe.services.client import KeystoneClient, ServiceError, sibling
 
 pytestmark = pytest.mark.nova
@@ -94,17 +93,16 @@ def test_the_dead_region_named_is_one_line_naming_nova_the_region_and_the_url(
         placement.get("/resource_providers")
 
 
-def test_two_regions_and_none_named_say_which_one_is_used(
-    tmp_path, keystone, dead_region, caplog, monkeypatch
+def test_two_regions_and_none_named_are_refused_naming_both(
+    tmp_path, keystone, dead_region, monkeypatch
 ):
     monkeypatch.delenv("OS_REGION_NAME", raising=False)
     transport = transport_from_conf(load(tmp_path, keystone, None))
-    # NOTE: keystoneauth may take either region; which one is what the line says.
-    with caplog.at_level(logging.WARNING), contextlib.suppress(NovaUnreachable):
+    with pytest.raises(RegionNotNamed) as refused:
         transport.get("/os-services?binary=nova-compute")
-    (said,) = [r.getMessage() for r in caplog.records if "none is named" in r.getMessage()]
-    assert dead_region in said and keystone["region"] in said
-    assert "using " in said
+    line = str(refused.value)
+    assert dead_region in line and keystone["region"] in line
+    assert "set [nova] region_name" in line
 
 
 def test_os_region_name_names_the_region(tmp_path, keystone, dead_region, monkeypatch):

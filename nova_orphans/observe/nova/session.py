@@ -6,6 +6,7 @@ import datetime
 import email.utils
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from keystoneauth1 import adapter as ks_adapter
@@ -34,19 +35,47 @@ class CredentialsMissing(NovaOrphansError):
     label = "config error"
 
 
-class KeystoneTransport:
-    """``Transport`` over a keystoneauth adapter for the compute service."""
+class RegionNotNamed(NovaOrphansError):
+    """The catalog holds several regions and none is named: which is this host's is no guess."""
 
-    def __init__(self, adapter: ks_adapter.Adapter) -> None:
+    exit_code = exits.USAGE
+    label = "config error"
+
+
+#: What names the region, in the operator's words.
+REGION_OPTIONS = "[nova] region_name (or OS_REGION_NAME, or the clouds.yaml cloud's region_name)"
+
+
+class KeystoneTransport:
+    """``Transport`` over a keystoneauth adapter for the compute service.
+
+    ``services``: the other service types asked through this session's catalog
+    (``placement``, ``block-storage``, ``network``); their endpoints must come from
+    Nova's region too (``region``).
+    """
+
+    def __init__(self, adapter: ks_adapter.Adapter, services: Sequence[str] = ()) -> None:
         self._adapter = adapter
+        self._services = tuple(services)
         #: Nova's clock: the HTTP Date of the last answer (None when it had none).
         self.date: datetime.datetime | None = None
-        self._region_told = False
+        self._region_pinned = False
 
     @property
     def adapter(self) -> ks_adapter.Adapter:
         """The compute adapter: its session, interface and region serve the other services."""
         return self._adapter
+
+    def region(self) -> str | None:
+        """The region every endpoint comes from: Nova's, as named, else the catalog's only
+        one (pinned from then on); None without a catalog (an endpoint-only setup).
+
+        Raises ``RegionNotNamed`` (exit 2) when the catalog holds several regions, for
+        compute or for one of ``services``, and none is named; an ``ObserveError`` when
+        Keystone could not be asked.
+        """
+        self._authenticate()
+        return self._adapter.region_name or None
 
     def get(self, path: str) -> tuple[int, Any]:
         """GET ``path`` on the compute endpoint at our pinned microversion."""
@@ -84,9 +113,42 @@ class KeystoneTransport:
             raise NovaError(reason=f"{where(self._adapter)}: {one_line(exc)}") from exc
         except ks_exc.ClientException as exc:
             raise NovaError(reason=one_line(exc)) from exc
-        if not self._region_told:
-            self._region_told = True
-            tell_chosen_region(self._adapter)
+        if not self._region_pinned:
+            self._pin_region()
+
+    def _pin_region(self) -> None:
+        """Pin the catalog's one region on the compute adapter, or refuse to choose.
+
+        NOTE: with no region named keystoneauth takes each service's first endpoint in
+        the catalog, which may be another region's for one service and not for the
+        next: another region's Nova would answer for another cloud's hosts, another
+        region's Cinder or Neutron tell their resources as this host's. Nothing is
+        guessed: one region is pinned for every service, several are a config error.
+        A Nova ``endpoint_override`` is no catalog's; the services asked through the
+        catalog still are.
+        """
+        adapter = self._adapter
+        if not adapter.region_name:
+            own = () if adapter.endpoint_override else (adapter.service_type,)
+            found = {
+                t: list(dict.fromkeys(r for r, _ in catalog_regions(adapter, t)))
+                for t in (*own, *self._services)
+            }
+            names = list(dict.fromkeys(r for regions in found.values() for r in regions))
+            if len(names) > 1:
+                offered = "; ".join(
+                    f"{t} in {', '.join(_region(r) for r in regions)}"
+                    for t, regions in found.items()
+                    if regions
+                )
+                raise RegionNotNamed(
+                    f"the service catalog holds regions {', '.join(map(_region, names))} "
+                    f"({offered}) and none is named: set {REGION_OPTIONS} to this host's "
+                    "region"
+                )
+            if names and names[0] is not None:
+                adapter.region_name = names[0]
+        self._region_pinned = True
 
     def _endpoint(self) -> str:
         try:
@@ -106,47 +168,33 @@ def where(adapter: ks_adapter.Adapter) -> str:
     return f"{adapter.service_type} ({adapter.interface or 'public'} interface, {region})"
 
 
-def catalog_regions(adapter: ks_adapter.Adapter) -> list[tuple[str, str]]:
-    """``[(region, url)]`` of the catalog's endpoints for the adapter's service and
-    interface, in the catalog's order; empty without a catalog (an endpoint-only setup)."""
+def catalog_regions(
+    adapter: ks_adapter.Adapter, service_type: str | None = None
+) -> list[tuple[str | None, str]]:
+    """``[(region, url)]`` of the catalog's endpoints for ``service_type`` (default: the
+    adapter's) on the adapter's interface, in the catalog's order (region None: the
+    endpoint names none); empty without a catalog (an endpoint-only setup)."""
     auth = adapter.auth or adapter.session.auth
     if not isinstance(auth, identity.BaseIdentityPlugin):
         return []
     try:
         catalog = auth.get_access(adapter.session).service_catalog
         found = catalog.get_endpoints(
-            service_type=adapter.service_type, interface=adapter.interface or "public"
+            service_type=service_type or adapter.service_type,
+            interface=adapter.interface or "public",
         )
     except ks_exc.ClientException:
         return []
     return [
-        (str(e.get("region_id") or e.get("region") or "?"), str(e.get("url")))
+        (str(e.get("region_id") or e.get("region") or "") or None, str(e.get("url")))
         for endpoints in found.values()
         for e in endpoints
         if e
     ]
 
 
-def tell_chosen_region(adapter: ks_adapter.Adapter) -> None:
-    """With several regions in the catalog and none named, log (once) the one in use.
-
-    NOTE: keystoneauth then takes the catalog's first endpoint: another region's Nova
-    would answer for another cloud's hosts; the operator must see which one it was.
-    """
-    if adapter.region_name or adapter.endpoint_override:
-        return
-    regions = catalog_regions(adapter)
-    names = list(dict.fromkeys(region for region, _ in regions))
-    if len(names) > 1:
-        chosen, url = regions[0]
-        LOG.warning(
-            "the catalog offers %s in regions %s and none is named ([nova] region_name, "
-            "clouds.yaml region_name or OS_REGION_NAME): using %s at %s",
-            adapter.service_type,
-            ", ".join(names),
-            chosen,
-            url,
-        )
+def _region(name: str | None) -> str:
+    return name or "(no region)"
 
 
 def _http_date(value: str | None) -> datetime.datetime | None:
@@ -160,43 +208,45 @@ def _http_date(value: str | None) -> datetime.datetime | None:
     return parsed
 
 
-def transport_from_conf(conf: Any, group: str = "nova") -> KeystoneTransport:
+def transport_from_conf(
+    conf: Any, group: str = "nova", services: Sequence[str] = ()
+) -> KeystoneTransport:
     """Build the transport from ``[nova] cloud`` or the section's keystoneauth options.
 
     ``conf`` is the loaded configuration (``nova_orphans.config.load``), handed in
-    by the command line and read here by keystoneauth's own loaders only.
+    by the command line and read here by keystoneauth's own loaders only;
+    ``services``: the other service types to be asked through its catalog.
     """
     section = conf[group]
+    # NOTE: as the openstack client, OS_REGION_NAME names the region the file does not
+    # (over a clouds.yaml cloud's own); [nova] region_name comes first, for a cloud too.
+    region = section.region_name or os.environ.get("OS_REGION_NAME", "").strip() or None
     if section.cloud:
-        return KeystoneTransport(_adapter_from_cloud(section.cloud))
+        return KeystoneTransport(_adapter_from_cloud(section.cloud, region), services)
     auth = ks_loading.load_auth_from_conf_options(conf, group)
     if auth is None:
         # NOTE: as the openstack client does, OS_CLOUD names the cloud; the config
         # file's own choice (cloud, or auth_type) comes first.
         cloud = os.environ.get("OS_CLOUD", "").strip()
         if cloud:
-            return KeystoneTransport(_adapter_from_cloud(cloud))
+            return KeystoneTransport(_adapter_from_cloud(cloud, region), services)
         raise CredentialsMissing(
             f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
         )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
-    # NOTE: as the openstack client, OS_REGION_NAME names the region the file does not.
-    region = section.region_name or os.environ.get("OS_REGION_NAME", "").strip() or None
     adapter = ks_loading.load_adapter_from_conf_options(
         conf, group, session=session, auth=auth, region_name=region
     )
-    return KeystoneTransport(adapter)
+    return KeystoneTransport(adapter, services)
 
 
-def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
+def _adapter_from_cloud(cloud: str, region_name: str | None) -> ks_adapter.Adapter:
     # Imported here: openstacksdk is slow to import and only this path needs it.
     from openstack import config as os_config
     from openstack import exceptions as os_exc
 
     try:
-        region = os_config.OpenStackConfig().get_one(
-            cloud=cloud, region_name=os.environ.get("OS_REGION_NAME", "").strip() or None
-        )
+        region = os_config.OpenStackConfig().get_one(cloud=cloud, region_name=region_name)
     except os_exc.ConfigException as exc:
         raise CredentialsMissing(f"clouds.yaml: {one_line(exc)}") from exc
     # NOTE: a plain keystoneauth adapter on the cloud's session: the same transport
@@ -205,6 +255,6 @@ def _adapter_from_cloud(cloud: str) -> ks_adapter.Adapter:
         session=region.get_session(),
         service_type="compute",
         interface=region.get_interface("compute"),
-        region_name=region.region_name,
+        region_name=region.region_name or None,
         endpoint_override=region.get_endpoint("compute"),
     )

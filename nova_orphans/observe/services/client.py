@@ -7,6 +7,7 @@ as not made (a danger ``unknown``, Placement "not consulted"), never as "none".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from keystoneauth1 import adapter as ks_adapter
@@ -15,6 +16,7 @@ from keystoneauth1 import identity
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError, one_line
+from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.reasons import short_reason
 
 
@@ -38,14 +40,24 @@ class Client(Protocol):
 
 class KeystoneClient:
     """``Client`` over a keystoneauth adapter (the service catalog, or a configured endpoint);
-    ``adapter`` None: the service is not configured (no catalog and no endpoint of its own)."""
+    ``adapter`` None: the service is not configured (no catalog and no endpoint of its own).
+
+    ``region``: Nova's region, asked before each request found in the catalog (Nova's
+    transport's ``region``: the one named, or the catalog's only one); its refusal of a
+    catalog of several regions none names is a config error, never this service's.
+    """
 
     def __init__(
-        self, adapter: ks_adapter.Adapter | None, name: str, option: str = "endpoint"
+        self,
+        adapter: ks_adapter.Adapter | None,
+        name: str,
+        option: str = "endpoint",
+        region: Callable[[], str | None] | None = None,
     ) -> None:
         self._adapter = adapter
         self.name = name
         self._option = option
+        self._region = region
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """GET ``path`` relative to the service's endpoint."""
@@ -55,6 +67,11 @@ class KeystoneClient:
                 f"catalog; set [services] {self._option}"
             )
         adapter = self._adapter
+        if self._region is not None and not adapter.endpoint_override:
+            try:
+                adapter.region_name = self._region()
+            except ObserveError as exc:
+                raise ServiceError(f"{self.name}: {exc}") from exc
         region = f"region {adapter.region_name}" if adapter.region_name else "any region"
         try:
             response = adapter.get(
@@ -89,8 +106,9 @@ def _url(adapter: ks_adapter.Adapter) -> str:
 def sibling(
     base: ks_adapter.Adapter, service_type: str, endpoint: str | None
 ) -> ks_adapter.Adapter | None:
-    """An adapter for ``service_type`` on ``base``'s session, auth, interface and region;
-    None when the service is not configured.
+    """An adapter for ``service_type`` on ``base``'s session, auth, interface and region
+    (the one named; a ``KeystoneClient``'s ``region`` pins the catalog's only one); None
+    when the service is not configured.
 
     NOTE: one session, one token: the service is found in the same catalog as Nova,
     unless ``endpoint`` (from the configuration) names it. Credentials without a catalog

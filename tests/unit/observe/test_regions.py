@@ -1,6 +1,6 @@
 """Regions and endpoint-only credentials: ``region_name`` ([nova], clouds.yaml, OS_REGION_NAME)
-is honoured for Nova, Placement, Cinder and Neutron alike; with several regions and none named
-the one chosen is said; a failed endpoint is named with its service, region and URL; a service
+is honoured for Nova, Placement, Cinder and Neutron alike (several regions and none named:
+``test_one_region.py``); a failed endpoint is named with its service, region and URL; a service
 with no endpoint of its own (admin_token + endpoint) is "not configured", never asked at Nova's.
 
 A keystoneauth session over a served catalog (``tests/http_nova.py``) whose first region's
@@ -39,21 +39,6 @@ def run_audit(tmp_path: pathlib.Path, cloud_: http_nova.Cloud, capsys, conf: str
 def two_regions(cloud):  # noqa: F811
     cloud.regions_before = (DEAD,)
     return cloud
-
-
-def test_with_two_regions_and_none_named_the_chosen_one_is_said_and_its_failure_named(
-    tmp_path, two_regions, capsys, monkeypatch
-):
-    monkeypatch.delenv("OS_REGION_NAME", raising=False)
-    code, out, err = run_audit(tmp_path, two_regions, capsys, config(tmp_path, two_regions))
-    assert code == exits.ERROR
-    assert out == ""
-    chosen, failed = err
-    assert "compute in regions DeadRegion, RegionOne and none is named" in chosen
-    assert "using DeadRegion at http://127.0.0.1:1/v2.1" in chosen
-    assert failed.startswith("nova-orphans: error: Nova unreachable at http://127.0.0.1:1/v2.1")
-    assert "(region DeadRegion): Connection refused" in failed
-    assert "HTTPConnectionPool" not in failed
 
 
 @pytest.mark.parametrize("how", ["[nova] region_name", "OS_REGION_NAME"])
