@@ -2,12 +2,16 @@
 
 Requests, one listing per service per host, never one per server (docs/design.md §8b):
 
-- Neutron: ``GET /v2.0/ports?binding:host_id=<host>`` (every port bound to the host);
+- Neutron: ``GET /v2.0/ports?binding:host_id=<host>`` (every port with a binding on the
+  host), following ``ports_links`` (Neutron pages when ``pagination_max_limit`` is set);
 - Cinder: ``GET /attachments?all_tenants=1`` at volume 3.27, its summary view (id,
   status, server, volume: no connection data), following ``attachments_links``:
   Cinder's attachment filters (``volume_id``, ``status``, ``instance_id``,
   ``attach_status``) name no host, and one per server is what this avoids;
 - Placement: ``GET /resource_providers/{uuid}/allocations`` of the host's provider.
+
+And, for the attachments the caller needs it of, ``GET /volumes/{id}`` once per volume: the
+host whose connector attached each (``attachment_hosts``).
 
 Each fails closed on its own: its kind is "not checked" with the reason, never "none".
 Every field is bounded and checked before it is kept (docs/design.md rule 20).
@@ -15,8 +19,10 @@ Every field is bounded and checked before it is kept (docs/design.md rule 20).
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nova_orphans.core import strays
@@ -25,10 +31,33 @@ from nova_orphans.observe.services.client import Client, ServiceError, get_json
 
 #: Cinder's attachments API (3.27, "new attach").
 VOLUME_MICROVERSION = {"OpenStack-API-Version": "volume 3.27"}
-#: Cinder's attachment pages followed at most (1,000 each by default: a million attachments).
+#: The pages of a listing followed at most (Cinder's 1,000 each by default: a million).
 MAX_PAGES = 1000
 #: The longest field kept from a service's answer (a name, an id, a status).
 MAX_FIELD = 255
+#: The fixed IPs kept of one port.
+MAX_FIXED_IPS = 16
+#: A host name no compute host has (RFC 6761 reserves ``.invalid``): a port listing
+#: filtered by it is empty unless Neutron ignored the filter.
+PROBE_HOST = "no-such-host.invalid"
+HOST_KEY = "binding:host_id"
+NO_BINDINGS = (
+    "Neutron's port listing shows no binding:host_id (the credentials do not see port "
+    "bindings: Neutron's get_port:binding:host_id policy)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPorts:
+    """The ports Neutron lists with a binding on one host."""
+
+    #: The ports whose active binding is the host (their ``binding:host_id``).
+    bound: tuple[strays.BoundPort, ...]
+    #: The ids of the ports whose binding on the host is not their active one: with
+    #: Neutron's multiple port bindings, a live migration's port has an inactive binding
+    #: on the destination (and, once activated there, on the source). In-flight work,
+    #: never a leftover.
+    moving: frozenset[str] = frozenset()
 
 
 class StrayObserver:
@@ -67,38 +96,48 @@ class StrayObserver:
         )
 
     def ports_bound_to(self, host: str) -> tuple[strays.BoundPort, ...]:
-        """Every port (all projects) whose ``binding:host_id`` is ``host``: one request."""
-        query = urllib.parse.urlencode({"binding:host_id": host})
+        """Every port (all projects) whose active binding is ``host`` (``host_ports``)."""
+        return self.host_ports(host).bound
+
+    def host_ports(self, host: str) -> HostPorts:
+        """Every port (all projects) with a binding on ``host``: one listing, every page.
+
+        NOTE: ML2 filters ``binding:host_id`` on any of the port's bindings, active or
+        not, and shows the active one's host: a port listed with another host has only an
+        inactive binding here (``HostPorts.moving``). So would every port of a Neutron
+        that ignored the filter: then one more listing, of a host no port is bound to,
+        must come back empty.
+        """
+        items = list(self._pages(self._ports, "/v2.0/ports", "ports", {HOST_KEY: host}))
+        for item in items:
+            if HOST_KEY not in item:
+                raise ServiceError(NO_BINDINGS)
+            if not _text_or_none(item[HOST_KEY]):
+                raise ServiceError(
+                    f"Neutron's port {_field(item.get('id'))!r} names no usable binding host"
+                )
+        if items and not any(item[HOST_KEY] for item in items):
+            raise ServiceError(NO_BINDINGS)
+        bound = tuple(_bound_port(item) for item in items if item[HOST_KEY] == host)
+        moving = frozenset(_field(item.get("id")) for item in items if item[HOST_KEY] != host)
+        if moving:
+            self._require_host_filter()
+        return HostPorts(bound, moving)
+
+    def _require_host_filter(self) -> None:
+        """Raise unless Neutron applies the ``binding:host_id`` filter."""
+        query = urllib.parse.urlencode({HOST_KEY: PROBE_HOST, "limit": "1"})
         body = get_json(self._ports, f"/v2.0/ports?{query}")
         items = body.get("ports") if isinstance(body, dict) else None
         if not isinstance(items, list):
             raise ServiceError("Neutron's port listing has no 'ports' list")
-        found = []
-        for item in items:
-            if not isinstance(item, dict):
-                raise ServiceError("Neutron's port listing holds an entry that is no port")
-            if item.get("binding:host_id") != host:
-                # NOTE: a Neutron that ignored the filter (or hid the binding from these
-                # credentials) would list ports of other hosts: refuse rather than guess.
-                raise ServiceError(
-                    "Neutron ignored the binding:host_id filter (do the credentials see "
-                    "port bindings?)"
-                )
-            found.append(
-                strays.BoundPort(
-                    id=_field(item.get("id")),
-                    device_id=_field(item.get("device_id")),
-                    device_owner=_field(item.get("device_owner")),
-                    vif_type=_field(item.get("binding:vif_type")),
-                    mac=_field(item.get("mac_address")),
-                    fixed_ips=tuple(
-                        _field(ip.get("ip_address"))
-                        for ip in item.get("fixed_ips") or ()
-                        if isinstance(ip, dict)
-                    )[:16],
-                )
+        if items:
+            # NOTE: a Neutron that ignored the filter lists every port of the cloud, and
+            # its ports of other hosts are no inactive bindings here: refuse, not guess.
+            raise ServiceError(
+                "Neutron ignored the binding:host_id filter (it lists ports bound to a "
+                f"host no port is bound to, {PROBE_HOST})"
             )
-        return tuple(found)
 
     def attachments(self) -> tuple[strays.VolumeAttachment, ...]:
         """Every attachment Cinder records, all projects (summary view), every page."""
@@ -109,31 +148,99 @@ class StrayObserver:
                 server_id=_field(item.get("instance")),
                 status=_field(item.get("status")),
             )
-            for item in self._attachment_pages()
+            for item in self._pages(
+                self._volumes,
+                "/attachments",
+                "attachments",
+                {"all_tenants": "1"},
+                VOLUME_MICROVERSION,
+            )
         )
 
-    def _attachment_pages(self) -> Iterator[dict[str, Any]]:
-        query: dict[str, str] = {"all_tenants": "1"}
+    def attachment_hosts(self, pairs: Iterable[tuple[str, str]]) -> dict[str, str | None]:
+        """The host whose connector attached each of ``pairs`` (volume id, attachment id):
+        ``GET /volumes/{id}`` once per distinct volume.
+
+        By attachment id: the connector's host (Nova's ``[DEFAULT] host`` of the compute
+        that attached it), None when Cinder names none. NOTE: Cinder's volume view lists
+        only the attachments whose ``attach_status`` is ``attached`` (a reserved, attaching
+        or detached one is not), and gives ``host_name`` only to admin or service
+        credentials (None to others): an attachment the volume does not list, or of a
+        volume Cinder has no more, is absent.
+        """
+        by_volume: dict[str, set[str]] = {}
+        for volume_id, attachment_id in pairs:
+            if not (strays.UUID.fullmatch(volume_id) and strays.UUID.fullmatch(attachment_id)):
+                raise ServiceError(
+                    f"Cinder's attachment {attachment_id[:64]!r} of volume {volume_id[:64]!r} "
+                    "is not named by UUIDs"
+                )
+            by_volume.setdefault(volume_id, set()).add(attachment_id)
+        hosts: dict[str, str | None] = {}
+        for volume_id in sorted(by_volume):
+            listed = self._volume_attachments(volume_id)
+            hosts.update({a: listed[a] for a in sorted(by_volume[volume_id]) if a in listed})
+        return hosts
+
+    def _volume_attachments(self, volume_id: str) -> dict[str, str | None]:
+        """Each attachment ``GET /volumes/{volume_id}`` lists, with its host_name."""
+        body = get_json(self._volumes, f"/volumes/{volume_id}", not_found="itemNotFound")
+        if body is None:
+            return {}
+        volume = body.get("volume") if isinstance(body, dict) else None
+        if not isinstance(volume, dict) or volume.get("id") != volume_id:
+            raise ServiceError(f"Cinder's answer about volume {volume_id} is unusable")
+        items = volume.get("attachments")
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise ServiceError(f"Cinder's volume {volume_id} has no 'attachments' list")
+        found: dict[str, str | None] = {}
+        for item in items:
+            key, host = item.get("attachment_id"), item.get("host_name")
+            if not isinstance(key, str) or key in found:
+                raise ServiceError(f"Cinder's volume {volume_id} lists an unusable attachment")
+            if not _text_or_none(host):
+                raise ServiceError(
+                    f"Cinder's volume {volume_id} names no usable host of attachment "
+                    f"{_field(key)!r}"
+                )
+            found[key] = host or None
+        return found
+
+    def _pages(
+        self,
+        client: Client,
+        path: str,
+        key: str,
+        query: dict[str, str],
+        headers: dict[str, str] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a listing that pages by ``marker`` (``<key>_links``, rel next).
+
+        NOTE: the next request is built here from ``query`` and the link's marker, never
+        taken from the link; a link that does not go on from the page's last item, an item
+        listed twice or more than ``MAX_PAGES`` pages fail the listing.
+        """
+        what = f"{client.name}'s {key[:-1]} listing"
+        asked = dict(query)
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
-            path = f"/attachments?{urllib.parse.urlencode(query)}"
-            body = get_json(self._volumes, path, headers=VOLUME_MICROVERSION)
-            items = body.get("attachments") if isinstance(body, dict) else None
+            body = get_json(client, f"{path}?{urllib.parse.urlencode(asked)}", headers=headers)
+            items = body.get(key) if isinstance(body, dict) else None
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise ServiceError("Cinder's attachment listing has no 'attachments' list")
+                raise ServiceError(f"{what} has no '{key}' list")
             for item in items:
-                key = _field(item.get("id"))
-                if key in seen:
-                    raise ServiceError(f"Cinder listed attachment {key!r} twice")
-                seen.add(key)
+                ident = _field(item.get("id"))
+                if ident in seen:
+                    raise ServiceError(f"{client.name} listed {key[:-1]} {ident!r} twice")
+                seen.add(ident)
                 yield item
-            marker = _next_marker(body.get("attachments_links"))
+            marker = _next_marker(body.get(f"{key}_links"), what)
             if marker is None:
                 return
             if not items or marker != _field(items[-1].get("id")):
-                raise ServiceError("Cinder's attachment listing links to a page it did not end")
-            query = {"all_tenants": "1", "marker": marker}
-        raise ServiceError(f"Cinder's attachment listing goes on past {MAX_PAGES} pages")
+                raise ServiceError(f"{what} links to a page it did not end")
+            asked = {**query, "marker": marker}
+        raise ServiceError(f"{what} goes on past {MAX_PAGES} pages")
 
     def allocations(self, provider: str) -> tuple[strays.Allocation, ...]:
         """Every consumer's allocation of ``provider`` (a validated UUID): one request."""
@@ -158,18 +265,43 @@ class StrayObserver:
         return tuple(allocations)
 
 
+def _bound_port(item: dict[str, Any]) -> strays.BoundPort:
+    ips = item.get("fixed_ips")
+    return strays.BoundPort(
+        id=_field(item.get("id")),
+        device_id=_field(item.get("device_id")),
+        device_owner=_field(item.get("device_owner")),
+        vif_type=_field(item.get("binding:vif_type")),
+        mac=_field(item.get("mac_address")),
+        fixed_ips=tuple(
+            _field(ip.get("ip_address"))
+            for ip in itertools.islice(ips if isinstance(ips, list) else (), MAX_FIXED_IPS * 4)
+            if isinstance(ip, dict)
+        )[:MAX_FIXED_IPS],
+    )
+
+
+def _text_or_none(value: Any) -> bool:
+    """Whether a service's field is absent (None) or text of at most ``MAX_FIELD``."""
+    return value is None or (isinstance(value, str) and len(value) <= MAX_FIELD)
+
+
 def _field(value: Any) -> str:
     """A service's field as bounded text ('' when absent)."""
     return "" if value is None else str(value)[:MAX_FIELD]
 
 
-def _next_marker(links: Any) -> str | None:
+def _next_marker(links: Any, what: str) -> str | None:
     """The ``marker`` of a ``next`` link, None when there is none."""
-    for link in links or ():
+    if links is None:
+        return None
+    if not isinstance(links, list):
+        raise ServiceError(f"{what}'s links are no list")
+    for link in links:
         if isinstance(link, dict) and link.get("rel") == "next":
             query = urllib.parse.urlparse(str(link.get("href", ""))).query
             markers = urllib.parse.parse_qs(query).get("marker")
             if not markers:
-                raise ServiceError("Cinder's next link names no marker")
+                raise ServiceError(f"{what}'s next link names no marker")
             return markers[0]
     return None
