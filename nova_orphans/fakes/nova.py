@@ -8,11 +8,13 @@ Mutators speak the operator's words (``boot``, ``local_delete``, ``archive``,
 ``live_migrate``…); a fault queue makes the next request(s) fail on purpose.
 Deployment settings a real Nova has are attributes: ``max_limit`` (``[api]
 max_limit``), ``skip_down_cells`` (``[api] list_records_by_skipping_down_cells``)
-``down_cells`` (cells whose database does not answer) and ``allow_all_filters`` (the
+``down_cells`` (cells whose database does not answer), ``allow_all_filters`` (the
 ``os_compute_api:servers:allow_all_filters`` policy of the credentials: without it Nova
-silently drops the admin-only filters such as ``host``). ``date`` is the HTTP ``Date`` of
-the last answer: the API node's clock, the simulated one (which stamps every row and every
-service report) plus ``api_clock_offset`` (an API node whose clock runs ahead, or behind).
+silently drops the admin-only filters such as ``host``) and ``zones`` (each compute host's
+availability zone, ``nova`` when it names none: fakes/nova_zones.py). ``date`` is
+the HTTP ``Date`` of the last answer: the API node's clock, the simulated one (which stamps
+every row and every service report) plus ``api_clock_offset`` (an API node whose clock runs
+ahead, or behind).
 
 Facts below marked NOTE were checked in openstack/nova (API and DB layers).
 """
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nova_orphans.fakes import nova_views as views
+from nova_orphans.fakes import nova_zones
 from nova_orphans.fakes.nova_views import SimCompute, SimMigration, SimServer
 from nova_orphans.observe.errors import NovaUnreachable
 
@@ -77,6 +80,7 @@ class SimulatedNova:
         self.skip_down_cells = True
         self.down_cells: set[str] = set()
         self.allow_all_filters = True
+        self.zones: dict[str, str] = {}
         self.date: datetime.datetime | None = None
         self.api_clock_offset = datetime.timedelta(0)
         self._answering = threading.Lock()
@@ -152,6 +156,8 @@ class SimulatedNova:
             return "os-hypervisors/detail", self._list_hypervisors
         if route == "/os-services":
             return "os-services", self._list_services
+        if route == "/os-availability-zone":
+            return "os-availability-zone", self._list_zones
         return "other", _not_found
 
     # -- endpoints -------------------------------------------------------------
@@ -315,6 +321,11 @@ class SimulatedNova:
                 views.service_view(c, self.clock, c.cell in self.down_cells) for c in items
             ]
         }
+
+    def _list_zones(self, route: str, query: dict[str, str], fault: Fault | None) -> Response:
+        views.reject_unknown(query, frozenset())
+        computes = [] if fault is Fault.EMPTY else self.computes.values()
+        return 200, nova_zones.zone_listing(computes, self.zones, self.down_cells)
 
     # -- paging and its faults -------------------------------------------------
 

@@ -36,6 +36,8 @@ SINCE_THE_EPOCH = "1970-01-01T00:00:00Z"
 #: A host name no compute host has (RFC 6761 reserves ``.invalid``): a listing
 #: filtered by it is empty unless Nova dropped the filter.
 PROBE_HOST = "no-such-host.invalid"
+#: NOTE: Nova keeps an availability zone's name in 255 characters (instances.availability_zone).
+MAX_ZONE_NAME = 255
 
 
 class NovaEndpoints:
@@ -204,6 +206,28 @@ class NovaEndpoints:
                 )
             self._note_report(service.get("updated_at"))
         return services
+
+    def availability_zones(self) -> frozenset[str]:
+        """The names of the availability zones Nova lists (``GET /os-availability-zone``).
+
+        NOTE: availability_zone.py index (any user's policy): the zone of every service
+        of the cells that answer, ``available`` when one of its services is enabled,
+        unavailable when all are disabled, both named here; Nova's internal zone
+        (``[DEFAULT] internal_service_availability_zone``, "internal": the scheduler's,
+        the conductor's) is not listed, nor a zone no service is in, nor the zones of a
+        cell Nova cannot reach. A compute in several zones' aggregates is in one zone
+        whose name joins theirs with commas.
+        """
+        request = "the availability zone listing"
+        zones = list_in(self._get("/os-availability-zone"), "availabilityZoneInfo", request)
+        names = set()
+        for zone in zones:
+            name = zone.get("zoneName")
+            if not isinstance(name, str) or not 0 < len(name) <= MAX_ZONE_NAME:
+                shown = name[:MAX_ZONE_NAME] if isinstance(name, str) else type(name).__name__
+                raise NovaBadAnswer(request=request, reason=f"a zone's name is unusable: {shown!r}")
+            names.add(name)
+        return frozenset(names)
 
     def _note_report(self, value: Any) -> None:
         """Keep a service's report time when it is the newest since ``restart_clock``.
