@@ -76,7 +76,7 @@ class ReportedLeftovers:
 
 @dataclasses.dataclass(frozen=True)
 class PerHostReport:
-    """One host's report, as read from ``source`` (a file name or ``stdin #N``)."""
+    """One host's report, as read from ``source`` (its file ``H.json``, or ``stdin #N from H``)."""
 
     source: str
     host: str

@@ -8,7 +8,12 @@ a file that is not JSON, not an object, of another schema, or lacking what the
 merge needs is reported as such, never read as a host with no domains.
 
 NOTE: reports are hostile input (docs/design.md rule 20): a report is read only from a
-regular file, and at most ``REPORT_MAX_BYTES`` of it; a bigger one is not read at all.
+regular file, and at most ``REPORT_MAX_BYTES`` of it; a bigger one is not read at all. A
+report counts as host H's only when its *source* says H: the file ``H.json`` (as the Ansible
+playbooks name what they fetch from H), on stdin the envelope ``{"source": "H", "report": …}``
+the collector wrapped it in. A report naming another host inside is merged as neither's: one
+host cannot stand in for another. And whatever fails while one report is read (its JSON, its
+fields, any exception) fails that report alone (``report_json``).
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ from nova_orphans.core.fleet_reports import (
     ReportedLeftovers,
     SeenDomain,
 )
+from nova_orphans.core.hostname import NotAHostName, check_host_name
 from nova_orphans.core.model import DomainState, Kind, Usage
 from nova_orphans.core.strays import UUID, StrayKind
 from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.fleet import report_json
+from nova_orphans.fleet.report_json import Refused, failure, shown
 
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
 READABLE_SCHEMAS = (None, 1)
@@ -66,6 +74,24 @@ def read_directory(path: str) -> list[Parsed]:
 
 
 def _read_file(path: str, source: str) -> Parsed:
+    """The report of file ``source`` (``H.json``: host H's), or why it is not one.
+
+    NOTE: any exception while it is read, decoded or checked makes this one file bad;
+    the other reports are merged all the same."""
+    origin = source[: -len(REPORT_SUFFIX)]
+    if not _is_host_name(origin):
+        return BadReport(
+            source,
+            f"not named HOST.json ({shown(repr(origin))} is no host name): whose report it "
+            "is cannot be told; not read",
+        )
+    try:
+        return _attributed(_read_document(path, source), origin, "its file name")
+    except Exception as exc:
+        return BadReport(source, f"could not be read ({failure(exc)})")
+
+
+def _read_document(path: str, source: str) -> Parsed:
     try:
         data = _read_capped(path)
         if len(data) > REPORT_MAX_BYTES:
@@ -74,10 +100,33 @@ def _read_file(path: str, source: str) -> Parsed:
     except (OSError, UnicodeDecodeError) as exc:
         return BadReport(source, f"unreadable: {getattr(exc, 'strerror', None) or exc}")
     try:
-        document = json.loads(text)
+        document = report_json.decode(text)
     except json.JSONDecodeError as exc:
         return BadReport(source, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+    except Refused as exc:
+        return BadReport(source, exc.reason)
     return parse_document(document, source)
+
+
+def _attributed(parsed: Parsed, origin: str, how: str) -> Parsed:
+    """``parsed`` when the host it names is ``origin``, the host its source says (``how``);
+    else a ``BadReport`` of no host: ``origin`` gave no report of its own (it is missing)
+    and the host named is told nothing by it (docs/design.md §9, "provenance")."""
+    if parsed.host is None or parsed.host == origin:
+        return parsed
+    return BadReport(
+        parsed.source,
+        f"names host {shown(repr(parsed.host))} inside, but {how} says {origin}: a report "
+        "counts only for the host its source says; not merged",
+    )
+
+
+def _is_host_name(name: str) -> bool:
+    try:
+        check_host_name(name)
+    except NotAHostName:
+        return False
+    return True
 
 
 def _read_capped(path: str) -> bytes:
@@ -94,7 +143,9 @@ def _read_capped(path: str) -> bytes:
 
 
 def read_stream(stream: IO[str]) -> list[Parsed]:
-    """Every JSON document of ``stream``; garbage ends the stream with one ``BadReport``.
+    """Every JSON document of ``stream`` (each a report in its envelope: ``_enveloped``);
+    garbage ends the stream with one ``BadReport``, a document refused for what it holds
+    (``report_json``) is one ``BadReport`` and the next document is read after it.
 
     At most ``STREAM_MAX_BYTES`` are read; a longer stream adds one ``BadReport`` saying so,
     and a document longer than ``REPORT_MAX_BYTES`` is a ``BadReport`` of its own."""
@@ -110,7 +161,6 @@ def read_stream(stream: IO[str]) -> list[Parsed]:
 
 
 def _documents(text: str) -> Iterator[Parsed]:
-    decoder = json.JSONDecoder()
     position, number = 0, 0
     while True:
         while position < len(text) and text[position].isspace():
@@ -121,15 +171,49 @@ def _documents(text: str) -> Iterator[Parsed]:
         source = f"stdin #{number}"
         start = position
         try:
-            document, position = decoder.raw_decode(text, position)
+            document, position = report_json.decode_at(text, position)
         except json.JSONDecodeError as exc:
             # NOTE: after garbage there is no telling where the next document starts.
             yield BadReport(source, f"not JSON ({exc.msg} at character {exc.pos}); rest ignored")
             return
+        except Refused as exc:
+            if exc.end is None:
+                yield BadReport(source, f"{exc.reason}; where it ends cannot be told: rest ignored")
+                return
+            yield BadReport(source, exc.reason)
+            position = exc.end
+            continue
         if position - start > REPORT_MAX_BYTES:
             yield BadReport(source, f"larger than {REPORT_MAX_BYTES} characters: not read")
             continue
-        yield parse_document(document, source)
+        try:
+            parsed = _enveloped(document, source)
+        except Exception as exc:  # NOTE: this one document fails; the stream goes on
+            parsed = BadReport(source, f"could not be read ({failure(exc)})")
+        yield parsed
+
+
+def _enveloped(document: Any, source: str) -> Parsed:
+    """The report in ``{"source": "H", "report": …}``, counted as host H's only.
+
+    NOTE: a stream has no file names; a report alone on it says only what it says of
+    itself, which any host can say of any other. So a report counts only inside the
+    envelope the collector wraps around what it fetched from H (``jq -c --arg source H
+    '{source: $source, report: .}'`` wraps every document the host wrote, so the host
+    cannot write an envelope of its own).
+    """
+    if not isinstance(document, dict) or set(document) != {"source", "report"}:
+        return BadReport(
+            source,
+            "no report in its envelope: on standard input each report comes as "
+            '{"source": HOST, "report": REPORT}, HOST the host it was fetched from (a report '
+            "alone cannot say whose it is)",
+        )
+    origin = document["source"]
+    if not isinstance(origin, str) or not _is_host_name(origin):
+        return BadReport(source, f"source {shown(repr(origin))} is no host name: not read")
+    report = parse_document(document["report"], f"{source} from {origin}")
+    return _attributed(report, origin, "its envelope's source")
 
 
 def parse_document(document: Any, source: str) -> Parsed:
@@ -140,10 +224,12 @@ def parse_document(document: Any, source: str) -> Parsed:
         return BadReport(source, "a fleet report, not one host's report")
     schema = document.get("schema_version")
     if schema not in READABLE_SCHEMAS:
-        return BadReport(source, f"schema_version {schema!r}: this nova-orphans reads 1")
+        return BadReport(source, f"schema_version {shown(repr(schema))}: this nova-orphans reads 1")
     host = document.get("host")
     if not isinstance(host, str) or not host:
         return BadReport(source, "not a nova-orphans audit report (no 'host')")
+    if not _is_host_name(host):
+        return BadReport(source, f"names host {shown(repr(host))}, which is no host name")
     try:
         return _report(document, source, host)
     except ValueError as exc:
@@ -189,7 +275,7 @@ def _leftovers(item: Any) -> ReportedLeftovers | None:
         value = item["counts"].get(kind.value)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or value < 0):  # fmt: skip
-            raise ValueError(f"leftovers: the count of {kind.value} is {value!r}")
+            raise ValueError(f"leftovers: the count of {kind.value} is {shown(repr(value))}")
         counts[kind] = value
     items = item.get("items")
     if not isinstance(items, list) or len(items) > MAX_LEFTOVERS:
@@ -203,7 +289,7 @@ def _leftover(item: Any, index: int) -> ReportedLeftover:
     try:
         kind = StrayKind(kind_name)
     except ValueError:
-        raise ValueError(f"{where}: unknown kind {kind_name!r}") from None
+        raise ValueError(f"{where}: unknown kind {shown(repr(kind_name))}") from None
     shape = _STRAY_PATH if kind is StrayKind.FILES else UUID
     server = item.get("server")
     if not shape.fullmatch(subject) or not (server is None or UUID.fullmatch(str(server))):
@@ -215,9 +301,9 @@ def _time(value: Any) -> datetime.datetime:
     try:
         parsed = datetime.datetime.fromisoformat(str(value))
     except ValueError:
-        raise ValueError(f"checked_at {value!r} is not an ISO 8601 time") from None
+        raise ValueError(f"checked_at {shown(repr(value))} is not an ISO 8601 time") from None
     if parsed.tzinfo is None:
-        raise ValueError(f"checked_at {value!r} has no time zone")
+        raise ValueError(f"checked_at {shown(repr(value))} has no time zone")
     return parsed
 
 
@@ -233,7 +319,7 @@ def _domain(item: Any, index: int) -> SeenDomain:
     try:
         return SeenDomain(uuid, name, DomainState(state))
     except ValueError:
-        raise ValueError(f"domains[{index}]: unknown state {state!r}") from None
+        raise ValueError(f"domains[{index}]: unknown state {shown(repr(state))}") from None
 
 
 def _finding(item: Any, index: int) -> ReportedFinding:
@@ -241,7 +327,7 @@ def _finding(item: Any, index: int) -> ReportedFinding:
     try:
         kind_of = Kind(kind)
     except ValueError:
-        raise ValueError(f"findings[{index}]: unknown kind {kind!r}") from None
+        raise ValueError(f"findings[{index}]: unknown kind {shown(repr(kind))}") from None
     # NOTE: "brief" is optional (a report of an older nova-orphans has none).
     brief = item.get("brief")
     return ReportedFinding(

@@ -50,7 +50,7 @@ class Fleet:
             extra=f"[DEFAULT]\nnova_config_file = {harness.STATE}/etc/compute-lvhost.conf\n"
             f"[agent]\nreport_file = {tmp / 'host-lv' / 'report.json'}\n",
         )
-        self.hosts["host-lv"] = self._vars(lv_conf, tmp / "host-lv" / "report.json")
+        self.hosts["host-lv"] = self._vars(lv_conf, tmp / "host-lv" / "report.json", "lvhost")
 
     def _fake_host(self, alias: str, host: str) -> dict[str, Any]:
         home = self.tmp / alias
@@ -65,11 +65,14 @@ class Fleet:
             extra=f"[DEFAULT]\nnova_config_file = {home / 'nova.conf'}\n"
             f"[agent]\nstate_dir = {home / 'state'}\nreport_file = {report}\n",
         )
-        return self._vars(conf, report)
+        return self._vars(conf, report, host)
 
-    def _vars(self, conf: pathlib.Path, report: pathlib.Path) -> dict[str, Any]:
+    def _vars(self, conf: pathlib.Path, report: pathlib.Path, host: str) -> dict[str, Any]:
         return {
             **self.sshd.host_vars(),
+            # NOTE: the inventory's names are not Nova's: each report file is named after
+            # the Nova host it came from, the merge counts it for that host only.
+            "nova_orphans_nova_host": host,
             "nova_orphans_command": loopback.tool_command(),
             "nova_orphans_config_file": str(conf),
             "nova_orphans_report_file": str(report),
@@ -162,7 +165,7 @@ def test_audit_through_ansible_merges_what_fleet_audit_finds_split_brain_include
         assert split["running_on"] == ["host1", "host2"]
         assert json.loads((run_dir / "failed.json").read_text()) == []
         assert {p.name for p in (run_dir / "reports").iterdir()} == {
-            f"{a}.json" for a in fleet.hosts
+            f"{h}.json" for h in [*fleet.fake.values(), "lvhost"]
         }
 
         direct = fleet_audit(fleet.central, f"test://{fleet.worlds}/{{host}}.xml",

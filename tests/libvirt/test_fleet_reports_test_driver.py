@@ -123,6 +123,22 @@ def one_line(err: str) -> str:
     return line
 
 
+def enveloped(source: str, report: str) -> str:
+    """One line of a stream on stdin: ``report`` in the envelope naming where it came from
+    (as ``jq -c --arg source H '{source: $source, report: .}'`` writes it)."""
+    return json.dumps({"source": source, "report": json.loads(report)}) + "\n"
+
+
+def on_stdin(cloud: Cloud, capsys, monkeypatch, *documents: str) -> tuple[int, dict, str]:
+    """``fleet audit --reports -`` over ``documents`` concatenated."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(documents)))
+    return cloud.fleet(capsys, "--reports", "-")
+
+
+def report_of(cloud: Cloud, host: str) -> str:
+    return (cloud.reports / f"{host}.json").read_text()
+
+
 def test_the_real_audit_json_carries_what_the_merge_needs(cloud: Cloud) -> None:
     uuid = cloud.nova.boot("cmp-1")
     document = cloud.audit("cmp-1", [domain(uuid), domain(SPLIT, "paused")])
@@ -231,38 +247,58 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
     }
 
 
-def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys):
+def test_two_reports_of_one_host_the_newest_wins_and_it_is_said(cloud, capsys, monkeypatch):
     """An older, stale report of a host is set aside (a current one that disagreed would
-    make the host unreliable: see the conflicting reports below)."""
+    make the host unreliable: see the conflicting reports below). A directory holds one
+    file per host (``H.json``); two reports of one host come on stdin, both from it."""
     cloud.nova.boot("cmp-1", "split", SPLIT)
     cloud.audit("cmp-1", [domain(SPLIT)])
-    cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=40, name="cmp-2-old.json")
-    cloud.audit("cmp-2", [], minutes_ago=2, name="cmp-2-new.json")
-    (cloud.reports / "cmp-2.json").unlink(missing_ok=True)
+    old = json.dumps(cloud.audit("cmp-2", [domain(SPLIT)], minutes_ago=40))
+    new = json.dumps(cloud.audit("cmp-2", [], minutes_ago=2))
     cloud.audit("cmp-3", [])
-    code, document, err = cloud.fleet(capsys)
+    stream = [enveloped(h, report_of(cloud, h)) for h in ("cmp-1", "cmp-3")]
+    code, document, err = on_stdin(cloud, capsys, monkeypatch, *stream,
+                                   enveloped("cmp-2", old), enveloped("cmp-2", new))  # fmt: skip
     assert code == exits.OK, err
     assert document["split_brain"] == []  # the older report's copy is not counted
     cmp2 = by_host(document)["cmp-2"]
-    assert cmp2["report"]["source"] == "cmp-2-new.json"
-    assert "set aside: cmp-2-old.json" in cmp2["notes"][0]
+    assert cmp2["report"]["source"] == "stdin #4 from cmp-2"
+    assert "set aside: stdin #3 from cmp-2" in cmp2["notes"][0]
 
 
-def test_reports_on_stdin_merge_like_a_directory(cloud, capsys, monkeypatch):
+def test_reports_on_stdin_in_their_envelopes_merge_like_a_directory(cloud, capsys, monkeypatch):
     cloud.nova.boot("cmp-1", "split", SPLIT)
     cloud.audit("cmp-1", [domain(SPLIT)])
     cloud.audit("cmp-2", [domain(SPLIT)])
     cloud.audit("cmp-3", [])
-    stream = "".join(p.read_text() for p in sorted(cloud.reports.iterdir()))
-    monkeypatch.setattr("sys.stdin", io.StringIO(stream))
-    code, document, err = cloud.fleet(capsys, "--reports", "-")
+    stream = [enveloped(h, report_of(cloud, h)) for h in HOSTS]
+    code, document, err = on_stdin(cloud, capsys, monkeypatch, *stream)
     assert code == exits.FOUND, err
     assert [s["uuid"] for s in document["split_brain"]] == [SPLIT]
     assert {h["report"]["source"] for h in document["hosts"]} == {
-        "stdin #1",
-        "stdin #2",
-        "stdin #3",
+        "stdin #1 from cmp-1",
+        "stdin #2 from cmp-2",
+        "stdin #3 from cmp-3",
     }
+
+
+def test_a_report_alone_on_stdin_says_not_whose_it_is_and_is_not_merged(cloud, capsys, monkeypatch):
+    """A bare report on stdin (no envelope) names its host only inside, which any host can
+    write of any other: it is bad, its host missing (exit 1), and no split-brain comes of it."""
+    cloud.nova.boot("cmp-1", "split", SPLIT)
+    cloud.audit("cmp-1", [domain(SPLIT)])
+    cloud.audit("cmp-2", [domain(SPLIT)])
+    cloud.audit("cmp-3", [])
+    bare = report_of(cloud, "cmp-2")
+    stream = [enveloped("cmp-1", report_of(cloud, "cmp-1")), bare,
+              enveloped("cmp-3", report_of(cloud, "cmp-3"))]  # fmt: skip
+    code, document, err = on_stdin(cloud, capsys, monkeypatch, *stream)
+    assert code == exits.ERROR
+    line = one_line(err)
+    assert "cmp-2 missing" in line
+    assert "stdin #2 unreadable (no report in its envelope: on standard input each report" in line
+    assert document["split_brain"] == []
+    assert by_host(document)["cmp-2"]["status"] == "missing"
 
 
 BAD_FILES = {
@@ -400,39 +436,66 @@ def orphan_on_cmp_1(cloud: Cloud) -> str:
     return gone
 
 
-def forge(cloud: Cloud, of: str, name: str, *, minutes_ahead: float, **fields) -> None:
-    """A copy of host ``of``'s real report, dated ``minutes_ahead`` of now, saying ``fields``."""
-    document = json.loads((cloud.reports / f"{of}.json").read_text())
+def forge(cloud: Cloud, of: str, name: str = "", *, minutes_ahead: float, **fields) -> str:
+    """A copy of host ``of``'s real report, dated ``minutes_ahead`` of now, saying
+    ``fields``; written to the file ``name`` when one is given."""
+    document = json.loads(report_of(cloud, of))
     at = cloud.now + datetime.timedelta(minutes=minutes_ahead)
     document |= {"checked_at": at.isoformat(), **fields}
-    (cloud.reports / name).write_text(json.dumps(document))
+    if name:
+        (cloud.reports / name).write_text(json.dumps(document))
+    return json.dumps(document)
 
 
-def test_a_report_dated_ahead_cannot_hide_a_hosts_real_orphan(cloud, capsys):
+def every_report_and(cloud: Cloud, source: str, forged: str) -> list[str]:
+    """Every host's real report in its envelope on stdin, then ``forged`` from ``source``."""
+    return [*(enveloped(h, report_of(cloud, h)) for h in HOSTS), enveloped(source, forged)]
+
+
+def test_a_report_dated_ahead_cannot_hide_a_hosts_real_orphan(cloud, capsys, monkeypatch):
     """docs/design.md rule 20: a report of cmp-1 dated 25 minutes ahead (inside the max
     age) saying cmp-1 holds nothing was taken as its newest: exit 0, the real ``deleted``
-    orphan hidden. It is unreliable: exit 1, one line naming it, nothing changed."""
+    orphan hidden. It is unreliable: exit 1, one line naming it, nothing changed. (On stdin:
+    cmp-1 itself wrote both; a directory holds only one ``cmp-1.json``.)"""
     orphan_on_cmp_1(cloud)
-    forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=25, findings=[], domains=[])
+    forged = forge(cloud, "cmp-1", minutes_ahead=25, findings=[], domains=[])
     before = snapshot(cloud.reports)
-    code, document, err = cloud.fleet(capsys)
+    stream = every_report_and(cloud, "cmp-1", forged)
+    code, document, err = on_stdin(cloud, capsys, monkeypatch, *stream)
     assert code == exits.ERROR
     line = one_line(err)
-    assert "cmp-1 unreliable (cmp-1-forged.json is dated" in line
+    assert "cmp-1 unreliable (stdin #4 from cmp-1 is dated" in line
     assert "s ahead of this host's clock (more than the 60 s allowed" in line
     assert by_host(document)["cmp-1"]["status"] == "unreliable"
     assert snapshot(cloud.reports) == before
 
 
-def test_two_current_reports_of_one_host_that_disagree_are_flagged_not_merged(cloud, capsys):
+def test_two_current_reports_of_one_host_that_disagree_are_flagged_not_merged(
+    cloud, capsys, monkeypatch
+):
     """docs/design.md rule 20: a report dated just now saying cmp-1 holds nothing
     disagrees with cmp-1's own report within the max age: neither is merged (exit 1)."""
     orphan_on_cmp_1(cloud)
-    forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=0, findings=[], domains=[])
-    code, document, err = cloud.fleet(capsys)
+    forged = forge(cloud, "cmp-1", minutes_ahead=0, findings=[], domains=[])
+    stream = every_report_and(cloud, "cmp-1", forged)
+    code, document, err = on_stdin(cloud, capsys, monkeypatch, *stream)
     assert code == exits.ERROR
     assert "cmp-1 unreliable (2 reports of this host within the max age disagree" in (one_line(err))
     assert by_host(document)["cmp-1"]["findings"] is None
+
+
+def test_a_second_file_naming_a_host_is_not_that_hosts_report(cloud, capsys):
+    """A file beside ``cmp-1.json`` saying it is cmp-1's (``cmp-1-forged.json``, its
+    ``host`` cmp-1) is no report of cmp-1: a file counts only for the host its name says.
+    It is listed bad; cmp-1's own report is merged and its orphan told; exit 1."""
+    gone = orphan_on_cmp_1(cloud)
+    forge(cloud, "cmp-1", "cmp-1-forged.json", minutes_ahead=0, findings=[], domains=[])
+    code, document, err = cloud.fleet(capsys)
+    assert code == exits.ERROR
+    assert ("cmp-1-forged.json unreadable (names host 'cmp-1' inside, but its file name says "
+            "cmp-1-forged") in one_line(err)  # fmt: skip
+    assert [f["uuid"] for f in by_host(document)["cmp-1"]["findings"]] == [gone]
+    assert by_host(document)["cmp-1"]["status"] == "trusted"
 
 
 def test_a_report_for_a_host_nova_does_not_know_is_flagged_not_merged(cloud, capsys):
