@@ -2,20 +2,19 @@
 
 Requests: one ``GET /volumes/{id}`` per volume an orphan's disks are (Cinder's
 listing filters are configurable per deployment, the id lookup is not), and one
-``GET /v2.0/ports?mac_address=A&mac_address=B...`` for all the orphans' MACs.
+``GET /v2.0/ports?mac_address=A&mac_address=B...`` for all the orphans' MACs (every page).
 Each check fails closed on its own: its error is kept in ``Facts`` and the
 findings concerned get a danger ``unknown`` (``core/danger.py``).
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
 from nova_orphans.core import danger
 from nova_orphans.core.model import Finding
-from nova_orphans.observe.services.client import Client, ServiceError, get_json
+from nova_orphans.observe.services.client import Client, ServiceError, get_json, pages
 
 
 class DangerObserver:
@@ -62,14 +61,13 @@ class DangerObserver:
         )
 
     def ports_with(self, macs: list[str]) -> tuple[danger.Port, ...]:
-        """Every port (all projects) carrying one of ``macs``: one request."""
-        query = urllib.parse.urlencode([("mac_address", m) for m in macs])
-        body = get_json(self._ports, f"/v2.0/ports?{query}")
-        items = body.get("ports") if isinstance(body, dict) else None
-        if not isinstance(items, list):
-            raise ServiceError("Neutron's port listing has no 'ports' list")
+        """Every port (all projects) carrying one of ``macs``: one request, and one per
+        further page where Neutron pages (``pagination_max_limit``: a conflict on a later
+        page is no less a conflict)."""
+        query = [("mac_address", m) for m in macs]
+        items = list(pages(self._ports, "/v2.0/ports", "ports", query))
         wanted = set(macs)
-        ports = tuple(_port(i) for i in items if isinstance(i, dict))
+        ports = tuple(_port(i) for i in items)
         if any(p.mac.lower() not in wanted for p in ports):
             # NOTE: a Neutron that ignored the filter would list every port: refuse it
             # rather than flag conflicts that are not there.

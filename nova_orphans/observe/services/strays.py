@@ -22,17 +22,20 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from nova_orphans.core import strays
 from nova_orphans.core.strays import StrayKind
-from nova_orphans.observe.services.client import Client, ServiceError, get_json
+from nova_orphans.observe.services.client import (
+    Client,
+    ServiceError,
+    get_json,
+    pages,
+)
 
 #: Cinder's attachments API (3.27, "new attach").
 VOLUME_MICROVERSION = {"OpenStack-API-Version": "volume 3.27"}
-#: The pages of a listing followed at most (Cinder's 1,000 each by default: a million).
-MAX_PAGES = 1000
 #: The longest field kept from a service's answer (a name, an id, a status).
 MAX_FIELD = 255
 #: The fixed IPs kept of one port.
@@ -108,7 +111,7 @@ class StrayObserver:
         that ignored the filter: then one more listing, of a host no port is bound to,
         must come back empty.
         """
-        items = list(self._pages(self._ports, "/v2.0/ports", "ports", {HOST_KEY: host}))
+        items = list(pages(self._ports, "/v2.0/ports", "ports", {HOST_KEY: host}))
         for item in items:
             if HOST_KEY not in item:
                 raise ServiceError(NO_BINDINGS)
@@ -148,7 +151,7 @@ class StrayObserver:
                 server_id=_field(item.get("instance")),
                 status=_field(item.get("status")),
             )
-            for item in self._pages(
+            for item in pages(
                 self._volumes,
                 "/attachments",
                 "attachments",
@@ -206,42 +209,6 @@ class StrayObserver:
             found[key] = host or None
         return found
 
-    def _pages(
-        self,
-        client: Client,
-        path: str,
-        key: str,
-        query: dict[str, str],
-        headers: dict[str, str] | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Every item of a listing that pages by ``marker`` (``<key>_links``, rel next).
-
-        NOTE: the next request is built here from ``query`` and the link's marker, never
-        taken from the link; a link that does not go on from the page's last item, an item
-        listed twice or more than ``MAX_PAGES`` pages fail the listing.
-        """
-        what = f"{client.name}'s {key[:-1]} listing"
-        asked = dict(query)
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            body = get_json(client, f"{path}?{urllib.parse.urlencode(asked)}", headers=headers)
-            items = body.get(key) if isinstance(body, dict) else None
-            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise ServiceError(f"{what} has no '{key}' list")
-            for item in items:
-                ident = _field(item.get("id"))
-                if ident in seen:
-                    raise ServiceError(f"{client.name} listed {key[:-1]} {ident!r} twice")
-                seen.add(ident)
-                yield item
-            marker = _next_marker(body.get(f"{key}_links"), what)
-            if marker is None:
-                return
-            if not items or marker != _field(items[-1].get("id")):
-                raise ServiceError(f"{what} links to a page it did not end")
-            asked = {**query, "marker": marker}
-        raise ServiceError(f"{what} goes on past {MAX_PAGES} pages")
-
     def allocations(self, provider: str) -> tuple[strays.Allocation, ...]:
         """Every consumer's allocation of ``provider`` (a validated UUID): one request."""
         if not strays.UUID.fullmatch(provider):
@@ -289,19 +256,3 @@ def _text_or_none(value: Any) -> bool:
 def _field(value: Any) -> str:
     """A service's field as bounded text ('' when absent)."""
     return "" if value is None else str(value)[:MAX_FIELD]
-
-
-def _next_marker(links: Any, what: str) -> str | None:
-    """The ``marker`` of a ``next`` link, None when there is none."""
-    if links is None:
-        return None
-    if not isinstance(links, list):
-        raise ServiceError(f"{what}'s links are no list")
-    for link in links:
-        if isinstance(link, dict) and link.get("rel") == "next":
-            query = urllib.parse.urlparse(str(link.get("href", ""))).query
-            markers = urllib.parse.parse_qs(query).get("marker")
-            if not markers:
-                raise ServiceError(f"{what}'s next link names no marker")
-            return markers[0]
-    return None

@@ -11,8 +11,8 @@ import pytest
 
 from nova_orphans.core.strays import StrayKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
-from nova_orphans.observe.services.client import ServiceError
-from nova_orphans.observe.services.strays import MAX_PAGES, HostPorts, StrayObserver
+from nova_orphans.observe.services.client import MAX_PAGES, ServiceError
+from nova_orphans.observe.services.strays import HostPorts, StrayObserver
 
 HOST, SOURCE, OTHER = "cmp-1", "cmp-0", "cmp-2"
 SERVER = "5e5e5e5e-0000-4000-8000-00000000005e"
