@@ -74,9 +74,9 @@ import datetime
 from collections.abc import Iterable
 
 from nova_orphans.agent import CycleResult
-from nova_orphans.core.fleet_reports import MergedFleet, PerHostReport
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Kind, Selector
-from nova_orphans.core.policy import Action
+from nova_orphans.fleet.merge import MergedFleet, PerHostReport
+from nova_orphans.model import ORPHAN_KINDS, Domain, Kind, Selector
+from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.host import Quarantined, SimulatedHost
 from nova_orphans.record.entries import STAMP_FORMAT
 from nova_orphans.record.journal import Journal

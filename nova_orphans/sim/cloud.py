@@ -16,7 +16,7 @@ import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable
 
-from nova_orphans.core.model import Disk, DomainState
+from nova_orphans.model import Disk, DomainState
 from nova_orphans.fakes.host import INSTANCES, SimulatedHost
 from nova_orphans.fakes.host import Disk as HostDisk
 from nova_orphans.fakes.nova import START, SimulatedNova

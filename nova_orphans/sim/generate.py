@@ -12,7 +12,7 @@ import dataclasses
 import random
 from collections.abc import Callable, Iterator
 
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.sim.cloud import CELLS, HOST, HOSTILE_DISKS, OTHER, Cloud, uuid_of
 from nova_orphans.sim.operator import OTHER_CLOUD, TYPOS

@@ -15,8 +15,8 @@ import os
 
 from nova_orphans import config
 from nova_orphans.config import ConfigError
-from nova_orphans.core.model import Selector
-from nova_orphans.core.policy import Policy
+from nova_orphans.model import Selector
+from nova_orphans.decide.policy import Policy
 from nova_orphans.sim.cloud import HOST, OTHER
 from nova_orphans.sim.steps import Setup
 

@@ -17,9 +17,10 @@ from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.core import fleet_reports, gate
-from nova_orphans.core.decide import Plan
-from nova_orphans.core.policy import Step as PolicyStep
+from nova_orphans.fleet import merge
+from nova_orphans.decide import gate
+from nova_orphans.decide.plan import Plan
+from nova_orphans.decide.policy import Step as PolicyStep
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.fakes.services import SimNeutron, SimPlacement
 from nova_orphans.fleet.from_reports import merge_reports
@@ -488,7 +489,7 @@ class Run:
         self.counters.fleet_merges += 1
         now = self.agent_clock()
         own = parse_document(json.loads(host_report.render_json(result.report)), f"{HOST}.json")
-        assert isinstance(own, fleet_reports.PerHostReport), own
+        assert isinstance(own, merge.PerHostReport), own
         lie = dataclasses.replace(own, source="forged.json", findings=())
         if forgery == "ahead":
             lie = dataclasses.replace(lie, checked_at=now + datetime.timedelta(minutes=25))

@@ -13,8 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
-from nova_orphans.core.model import Kind, Selector
-from nova_orphans.core.policy import Action, Policy
+from nova_orphans.model import Kind, Selector
+from nova_orphans.decide.policy import Action, Policy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from nova_orphans.core.model import Domain
+from nova_orphans.model import Domain
 from nova_orphans.fakes.host import SimulatedHost
 from nova_orphans.fakes.nova_views import SimMigration
 from nova_orphans.sim.cloud import HOST, Cloud

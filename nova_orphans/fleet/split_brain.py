@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from nova_orphans.core.classify import classify
-from nova_orphans.core.model import (
+from nova_orphans.classify.guests import classify
+from nova_orphans.model import (
     Domain,
     DomainState,
     Finding,

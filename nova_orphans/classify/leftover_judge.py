@@ -1,7 +1,7 @@
 """Which of what the host holds are leftovers, judged against Nova's records. Pure.
 
 In-flight work is never a leftover: a server Nova is building, migrating, resizing,
-shelving or evacuating (the guests' protections, ``core/classify.py``), a port not
+shelving or evacuating (the guests' protections, ``classify/guests.py``), a port not
 bound yet, an attachment attaching or detaching, an allocation held by a migration in
 progress. Only validated UUIDs (and a plain host name) go into a printed command
 (docs/design.md rules 20 and 21).
@@ -12,30 +12,28 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Collection, Iterable, Mapping
 
-from nova_orphans.core.classify import (
+from nova_orphans.classify.guests import (
     BUILDING_VM_STATE,
     MIGRATION_AWAITING_CONFIRM,
     MIGRATION_IN_PROGRESS,
     protection,
 )
-from nova_orphans.core.model import Migration, NovaView, Server, managed_here
-from nova_orphans.core.strays import (
-    GIB,
+from nova_orphans.classify.leftover import (
     NOVA_RESOURCE_CLASSES,
-    UUID,
     Allocation,
     BoundPort,
     InstanceDir,
     Leftover,
+    LeftoverKind,
     Leftovers,
     Remedy,
     Seen,
-    StrayKind,
     Verb,
     VolumeAttachment,
     not_checked,
 )
-from nova_orphans.core.told import plain_host
+from nova_orphans.model import Migration, NovaView, Server, managed_here
+from nova_orphans.shapes import GIB, UUID, plain_host
 
 #: Cinder attachment statuses of an attach or a detach under way.
 ATTACHMENT_IN_FLIGHT = frozenset({"attaching", "detaching"})
@@ -81,7 +79,7 @@ def find(
     zones: Collection[str] | None = None,
 ) -> Leftovers:
     """The host's leftovers from what was seen and what Nova says, each with the step
-    that would remove it (its ``remedy``); no command: ``core/told.py`` tells them.
+    that would remove it (its ``remedy``); no command: ``decide/told.py`` tells them.
 
     ``records``: Nova's record of each UUID ``wanted`` asked for (None: no record at all);
     the host's deleted servers among the attachments' servers are in it too.
@@ -103,16 +101,16 @@ def find(
     if seen.ports is not None and zones is not None:
         items += _ports(seen.ports, judge, frozenset(zones), seen.dirs)
     elif seen.ports is not None:
-        skipped.setdefault(StrayKind.PORT, "Nova's availability zones were not read")
-        skipped.setdefault(StrayKind.FOREIGN_PORT, "Nova's availability zones were not read")
+        skipped.setdefault(LeftoverKind.PORT, "Nova's availability zones were not read")
+        skipped.setdefault(LeftoverKind.FOREIGN_PORT, "Nova's availability zones were not read")
     if seen.attachments is not None:
         items += _attachments(seen.attachments, judge)
     if seen.allocations is not None and seen.provider:
         items += _allocations(seen.allocations, seen.provider, judge)
-    elif StrayKind.ALLOCATION not in skipped:
-        skipped[StrayKind.ALLOCATION] = "Placement named no resource provider for this host"
-    if StrayKind.PORT in skipped:
-        skipped.setdefault(StrayKind.FOREIGN_PORT, skipped[StrayKind.PORT])
+    elif LeftoverKind.ALLOCATION not in skipped:
+        skipped[LeftoverKind.ALLOCATION] = "Placement named no resource provider for this host"
+    if LeftoverKind.PORT in skipped:
+        skipped.setdefault(LeftoverKind.FOREIGN_PORT, skipped[LeftoverKind.PORT])
     for kind, attr in _READ:
         if getattr(seen, attr) is None and kind not in skipped:
             skipped[kind] = "not read"
@@ -120,11 +118,11 @@ def find(
 
 
 _READ = (
-    (StrayKind.FILES, "dirs"),
-    (StrayKind.PORT, "ports"),
-    (StrayKind.FOREIGN_PORT, "ports"),
-    (StrayKind.ATTACHMENT, "attachments"),
-    (StrayKind.ALLOCATION, "allocations"),
+    (LeftoverKind.FILES, "dirs"),
+    (LeftoverKind.PORT, "ports"),
+    (LeftoverKind.FOREIGN_PORT, "ports"),
+    (LeftoverKind.ATTACHMENT, "attachments"),
+    (LeftoverKind.ALLOCATION, "allocations"),
 )
 
 
@@ -188,7 +186,7 @@ def _files(
         path = posixpath.join(posixpath.normpath(instances_path), found.uuid)
         what = f" ({', '.join(found.files)})" if found.files else " (empty)"
         yield Leftover(
-            StrayKind.FILES,
+            LeftoverKind.FILES,
             path,
             found.uuid,
             f"{gone[0]}; no domain here holds {path}{what}",
@@ -239,7 +237,7 @@ def _ports(
         if gone is None:
             continue
         yield Leftover(
-            StrayKind.PORT,
+            LeftoverKind.PORT,
             port.id,
             port.device_id,
             f"port {port.id}{ips} is bound to this host; {gone[0]}",
@@ -265,7 +263,7 @@ def _port_remedy(port: BoundPort, record: Server | None) -> Remedy:
 
 def _foreign(port: BoundPort, ips: str, why: str) -> Leftover:
     return Leftover(
-        StrayKind.FOREIGN_PORT,
+        LeftoverKind.FOREIGN_PORT,
         port.id,
         None,
         f"port {port.id}{ips} of device {port.device_id} is bound to this host; {why}: "
@@ -290,7 +288,7 @@ def _attachments(attachments: Iterable[VolumeAttachment], judge: _Judge) -> Iter
             continue
         volume = attachment.volume_id if UUID.fullmatch(attachment.volume_id) else None
         yield Leftover(
-            StrayKind.ATTACHMENT,
+            LeftoverKind.ATTACHMENT,
             attachment.id,
             server,
             f"attachment {attachment.id} ({attachment.status}) of volume "
@@ -330,7 +328,7 @@ def _allocations(
                 continue
             why, server, host = gone[0], consumer, gone[1]
         yield Leftover(
-            StrayKind.ALLOCATION,
+            LeftoverKind.ALLOCATION,
             consumer,
             server if UUID.fullmatch(server) else None,
             f"allocation on provider {provider}: {why}",
@@ -349,7 +347,7 @@ def _allocations(
         if _moving(judge.view.migrations_of(uuid)):
             continue
         yield Leftover(
-            StrayKind.ALLOCATION,
+            LeftoverKind.ALLOCATION,
             uuid,
             uuid,
             f"server {uuid} runs here with no allocation on provider {provider}: "

@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Finding, Kind
+from nova_orphans.model import Finding, Kind
 
 
 @dataclasses.dataclass(frozen=True)

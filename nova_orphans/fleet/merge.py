@@ -22,10 +22,11 @@ import datetime
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from nova_orphans.core.classify import MIGRATION_IN_PROGRESS
-from nova_orphans.core.fleet import RUNNING_STATES
-from nova_orphans.core.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server, Usage
-from nova_orphans.core.strays import StrayKind
+from nova_orphans import shapes
+from nova_orphans.classify.guests import MIGRATION_IN_PROGRESS
+from nova_orphans.classify.leftover import LeftoverKind
+from nova_orphans.fleet.split_brain import RUNNING_STATES
+from nova_orphans.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server, Usage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +62,7 @@ class ReportedLeftover:
     """One leftover as the host told it (docs/design.md §8b): no command is carried over,
     a report is hostile input (rule 20); the host's own audit prints it."""
 
-    kind: StrayKind
+    kind: LeftoverKind
     subject: str
     server: str | None
 
@@ -70,7 +71,7 @@ class ReportedLeftover:
 class ReportedLeftovers:
     """A host's leftovers: how many of each kind (None: not checked there), and each."""
 
-    counts: Mapping[StrayKind, int | None]
+    counts: Mapping[LeftoverKind, int | None]
     items: tuple[ReportedLeftover, ...] = ()
 
 
@@ -386,10 +387,9 @@ def _time(value: str | None) -> datetime.datetime | None:
     if not value:
         return None
     try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return shapes.parse_time(value)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def _nova_says(server: Server | None) -> str:
@@ -426,7 +426,7 @@ def merge(
     )
 
 
-def leftover_totals(hosts: Iterable[HostStanding]) -> dict[StrayKind, int | None]:
+def leftover_totals(hosts: Iterable[HostStanding]) -> dict[LeftoverKind, int | None]:
     """Each kind's leftovers across the trusted hosts; None when one of them did not check
     it (or told no leftovers): never a total that reads "none" for a look not made.
 
@@ -434,14 +434,14 @@ def leftover_totals(hosts: Iterable[HostStanding]) -> dict[StrayKind, int | None
     by two hosts is counted once; files are each host's own.
     """
     trusted = [h for h in hosts if h.trusted]
-    totals: dict[StrayKind, int | None] = {}
-    for kind in StrayKind:
+    totals: dict[LeftoverKind, int | None] = {}
+    for kind in LeftoverKind:
         told = [h.leftovers for h in trusted]
         if any(t is None or t.counts.get(kind) is None for t in told):
             totals[kind] = None
             continue
         seen = {
-            (h.host if kind is StrayKind.FILES else "", i.subject)
+            (h.host if kind is LeftoverKind.FILES else "", i.subject)
             for h in trusted
             for i in (h.leftovers.items if h.leftovers else ())
             if i.kind is kind

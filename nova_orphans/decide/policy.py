@@ -7,7 +7,7 @@ import enum
 import math
 from collections.abc import Mapping
 
-from nova_orphans.core.model import ACTIONABLE_KINDS, Kind, Selector
+from nova_orphans.model import ACTIONABLE_KINDS, Kind, Selector
 
 
 class Action(str, enum.Enum):

@@ -13,15 +13,15 @@ import dataclasses
 import re
 from collections.abc import Collection, Iterable, Mapping
 
-from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind
+from nova_orphans.model import Danger, DangerKind, Domain, Finding, Kind
+from nova_orphans.shapes import UUID
 
 #: Findings whose guest may still hold a volume or an address someone else was given.
 CHECKED_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED})
 #: Cinder statuses in which a volume with no other attachment may be attached at any moment.
 ATTACHABLE = frozenset({"available", "reserved", "attaching"})
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: RBD volume images as Cinder's RBD driver names them (``volume_name_template``).
-_RBD_VOLUME = re.compile(rf"(?:^|/)volume-({_UUID.pattern})$")
+_RBD_VOLUME = re.compile(rf"(?:^|/)volume-({UUID.pattern})$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +85,7 @@ def volume_ids(domain: Domain) -> tuple[str, ...]:
             match = _RBD_VOLUME.search(disk.source)
             candidates.append(match.group(1) if match else "")
         for candidate in candidates:
-            if _UUID.fullmatch(candidate.lower()) and candidate.lower() not in found:
+            if UUID.fullmatch(candidate.lower()) and candidate.lower() not in found:
                 found.append(candidate.lower())
     return tuple(found)
 

@@ -4,11 +4,11 @@ docs/design.md rule 22: an operator pastes what the tool prints, often in a loop
 the JSON, so a printed command is a destructive step taken by proxy. It is written here
 and nowhere else, and only when every proof a step of the agent needs holds for it:
 
-- the cycle's told verdict is clear (``core/gate.py``: identity proven, no brake, every
+- the cycle's told verdict is clear (``decide/gate.py``: identity proven, no brake, every
   look succeeded); a kind whose listing was not complete was never judged;
 - it comes from this cycle's own look (a carried leftover keeps its look's time);
 - its server has no live quarantine entry, no operator hold and no deny rule;
-- ownership is proven: Nova's port (``core/stray_judge.py``), an attachment made through
+- ownership is proven: Nova's port (``classify/leftover_judge.py``), an attachment made through
   this host's connector, an allocation on the proven compute node, a path an operator
   can paste on the host;
 - it was seen in ``required`` looks across the grace period.
@@ -21,21 +21,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import posixpath
-import re
 import shlex
 from collections.abc import Collection, Iterable, Mapping
 
-from nova_orphans.core.gate import SafetyVerdict
-from nova_orphans.core.model import NovaView, managed_here
-from nova_orphans.core.sightings import counts_after
-from nova_orphans.core.strays import UUID, Held, Leftover, Leftovers, Remedy, Verb
-
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})", re.ASCII)
-
-
-def plain_host(host: str | None) -> str | None:
-    """``host`` when it is safe in a command line (a plain host name), else None."""
-    return host if host and _HOST.fullmatch(host) and ".." not in host else None
+from nova_orphans.classify.leftover import Held, Leftover, Leftovers, Remedy, Verb
+from nova_orphans.decide.gate import SafetyVerdict
+from nova_orphans.decide.sightings import counts_after
+from nova_orphans.model import NovaView, managed_here
+from nova_orphans.shapes import UUID, plain_host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +85,7 @@ def next_sightings(
 
     A leftover not found, or found with another step, starts over; a look less than
     half an ``interval`` after the last one keeps the streak but adds no look
-    (``core/sightings.counts_after``), as for the guests.
+    (``decide/sightings.counts_after``), as for the guests.
     """
     result = {}
     for item in leftovers.items:

@@ -5,7 +5,7 @@ migration clean-up leave an instance directory under ``instances_path``, a Neutr
 port bound to the host, a Cinder attachment, or a Placement allocation against the
 host's provider. Each is told with the server it belongs to, what it costs and the
 command an operator would run to remove it; the tool removes nothing (docs/design.md
-rule 21). ``core/stray_judge.py`` judges them against Nova's records; a check that could
+rule 21). ``classify/leftover_judge.py`` judges them against Nova's records; a check that could
 not be made is "not checked", never "nothing left" (docs/design.md §8b).
 """
 
@@ -14,12 +14,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import re
 from collections.abc import Mapping
 
-#: A canonical (lower-case) UUID: the only text from a service or a file name that ever
-#: goes into a printed command (docs/design.md rule 20).
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
 #: Resource classes Nova allocates for a server (nova-manage placement audit's NOVA_RCS).
 NOVA_RESOURCE_CLASSES = frozenset(
     {
@@ -33,11 +29,9 @@ NOVA_RESOURCE_CLASSES = frozenset(
         "MEM_ENCRYPTION_CONTEXT",
     }
 )
-GIB = 1024**3
-MIB = 1024**2
 
 
-class StrayKind(str, enum.Enum):
+class LeftoverKind(str, enum.Enum):
     """Kinds of leftover, in the order they are told."""
 
     FILES = "stray-files"
@@ -50,11 +44,16 @@ class StrayKind(str, enum.Enum):
 
 
 #: The kinds that are something to clean up (a foreign port is only told).
-CLEANUP_KINDS = (StrayKind.FILES, StrayKind.PORT, StrayKind.ATTACHMENT, StrayKind.ALLOCATION)
+CLEANUP_KINDS = (
+    LeftoverKind.FILES,
+    LeftoverKind.PORT,
+    LeftoverKind.ATTACHMENT,
+    LeftoverKind.ALLOCATION,
+)
 
 
 class Verb(str, enum.Enum):
-    """What a told step would do (``core/told.py`` writes its command, or says why not)."""
+    """What a told step would do (``decide/told.py`` writes its command, or says why not)."""
 
     REMOVE_FILES = "remove-files"
     #: Clear the port's binding to this host (least destructive: the port stays).
@@ -154,14 +153,14 @@ class Seen:
     allocations: tuple[Allocation, ...] | None = None
     #: The resource provider the allocations are of.
     provider: str | None = None
-    not_read: Mapping[StrayKind, str] = dataclasses.field(default_factory=dict)
+    not_read: Mapping[LeftoverKind, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Leftover:
     """One leftover, with its owner, cost and the command that removes it."""
 
-    kind: StrayKind
+    kind: LeftoverKind
     #: The directory's path, the port's, attachment's or consumer's id.
     subject: str
     #: The server it belongs to, when known, and where Nova places that server now.
@@ -170,7 +169,7 @@ class Leftover:
     #: The step that would remove it; None for what gets no step at all (a foreign port).
     remedy: Remedy | None = None
     #: The command an operator runs to remove it (the tool runs nothing): set only by
-    #: ``core/told.py``, when every proof holds; else ``held_by`` and ``why`` say why not.
+    #: ``decide/told.py``, when every proof holds; else ``held_by`` and ``why`` say why not.
     command: str | None = None
     held_by: Held | None = None
     why: str | None = None
@@ -192,7 +191,7 @@ class Leftovers:
     """Every leftover of one host, and the kinds that could not be checked (and why)."""
 
     items: tuple[Leftover, ...] = ()
-    not_checked: Mapping[StrayKind, str] = dataclasses.field(default_factory=dict)
+    not_checked: Mapping[LeftoverKind, str] = dataclasses.field(default_factory=dict)
     #: When the look that found them was made (None: not said); a cycle that did not look
     #: carries an earlier look's leftovers with that look's time (docs/design.md rule 22).
     looked_at: datetime.datetime | None = None
@@ -202,11 +201,11 @@ class Leftovers:
     #: attachment id; a string: why Cinder could not say.
     attachment_hosts: Mapping[str, str | None] | str = dataclasses.field(default_factory=dict)
 
-    def of(self, kind: StrayKind) -> tuple[Leftover, ...]:
+    def of(self, kind: LeftoverKind) -> tuple[Leftover, ...]:
         """The leftovers of ``kind``."""
         return tuple(i for i in self.items if i.kind is kind)
 
-    def count(self, kind: StrayKind) -> int | None:
+    def count(self, kind: LeftoverKind) -> int | None:
         """How many leftovers of ``kind``; None when that kind was not checked."""
         return None if kind in self.not_checked else len(self.of(kind))
 
@@ -217,7 +216,7 @@ NOT_ASKED = "Placement, Cinder and Neutron were not asked"
 
 def not_checked(reason: str) -> Leftovers:
     """Every kind not checked, for ``reason``."""
-    return Leftovers((), {kind: reason for kind in StrayKind})
+    return Leftovers((), {kind: reason for kind in LeftoverKind})
 
 
 def totals(leftovers: Leftovers) -> dict[str, int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from nova_orphans.core.identity import Verdict
+from nova_orphans.classify.identity import Verdict
 
 
 @dataclasses.dataclass(frozen=True)

@@ -252,7 +252,7 @@ class Finding:
     reason: str
     domain: Domain | None
     server: Server | None
-    #: What the guest can break now (``core/danger.py``), the worst first; None when
+    #: What the guest can break now (``classify/danger.py``), the worst first; None when
     #: its dangers were not looked for (not an orphan with a domain, or no services asked).
     dangers: tuple[Danger, ...] | None = None
     #: The reason in a few words, for a table that fits a terminal (empty: the reason).

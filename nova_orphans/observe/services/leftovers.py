@@ -25,8 +25,9 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any
 
-from nova_orphans.core import strays
-from nova_orphans.core.strays import StrayKind
+from nova_orphans import shapes
+from nova_orphans.classify import leftover
+from nova_orphans.classify.leftover import LeftoverKind
 from nova_orphans.observe.services.client import (
     Client,
     ServiceError,
@@ -55,7 +56,7 @@ class HostPorts:
     """The ports Neutron lists with a binding on one host."""
 
     #: The ports whose active binding is the host (their ``binding:host_id``).
-    bound: tuple[strays.BoundPort, ...]
+    bound: tuple[leftover.BoundPort, ...]
     #: The ids of the ports whose binding on the host is not their active one: with
     #: Neutron's multiple port bindings, a live migration's port has an inactive binding
     #: on the destination (and, once activated there, on the source). In-flight work,
@@ -63,7 +64,7 @@ class HostPorts:
     moving: frozenset[str] = frozenset()
 
 
-class StrayObserver:
+class LeftoverObserver:
     """Asks Neutron, Cinder and Placement what they hold for one host."""
 
     def __init__(self, ports: Client, volumes: Client, placement: Client) -> None:
@@ -71,26 +72,26 @@ class StrayObserver:
         self._volumes = volumes
         self._placement = placement
 
-    def seen(self, host: str, provider: str | None) -> strays.Seen:
+    def seen(self, host: str, provider: str | None) -> leftover.Seen:
         """Ports bound to ``host``, the cloud's attachments, ``provider``'s allocations."""
-        not_read: dict[StrayKind, str] = {}
+        not_read: dict[LeftoverKind, str] = {}
         ports = attachments = allocations = None
         try:
             ports = self.ports_bound_to(host)
         except ServiceError as exc:
-            not_read[StrayKind.PORT] = str(exc)
+            not_read[LeftoverKind.PORT] = str(exc)
         try:
             attachments = self.attachments()
         except ServiceError as exc:
-            not_read[StrayKind.ATTACHMENT] = str(exc)
+            not_read[LeftoverKind.ATTACHMENT] = str(exc)
         if provider is None:
-            not_read[StrayKind.ALLOCATION] = "Placement named no resource provider for this host"
+            not_read[LeftoverKind.ALLOCATION] = "Placement named no resource provider for this host"
         else:
             try:
                 allocations = self.allocations(provider)
             except ServiceError as exc:
-                not_read[StrayKind.ALLOCATION] = str(exc)
-        return strays.Seen(
+                not_read[LeftoverKind.ALLOCATION] = str(exc)
+        return leftover.Seen(
             ports=ports,
             attachments=attachments,
             allocations=allocations,
@@ -98,7 +99,7 @@ class StrayObserver:
             not_read=not_read,
         )
 
-    def ports_bound_to(self, host: str) -> tuple[strays.BoundPort, ...]:
+    def ports_bound_to(self, host: str) -> tuple[leftover.BoundPort, ...]:
         """Every port (all projects) whose active binding is ``host`` (``host_ports``)."""
         return self.host_ports(host).bound
 
@@ -142,10 +143,10 @@ class StrayObserver:
                 f"host no port is bound to, {PROBE_HOST})"
             )
 
-    def attachments(self) -> tuple[strays.VolumeAttachment, ...]:
+    def attachments(self) -> tuple[leftover.VolumeAttachment, ...]:
         """Every attachment Cinder records, all projects (summary view), every page."""
         return tuple(
-            strays.VolumeAttachment(
+            leftover.VolumeAttachment(
                 id=_field(item.get("id")),
                 volume_id=_field(item.get("volume_id")),
                 server_id=_field(item.get("instance")),
@@ -173,7 +174,7 @@ class StrayObserver:
         """
         by_volume: dict[str, set[str]] = {}
         for volume_id, attachment_id in pairs:
-            if not (strays.UUID.fullmatch(volume_id) and strays.UUID.fullmatch(attachment_id)):
+            if not (shapes.UUID.fullmatch(volume_id) and shapes.UUID.fullmatch(attachment_id)):
                 raise ServiceError(
                     f"Cinder's attachment {attachment_id[:64]!r} of volume {volume_id[:64]!r} "
                     "is not named by UUIDs"
@@ -209,9 +210,9 @@ class StrayObserver:
             found[key] = host or None
         return found
 
-    def allocations(self, provider: str) -> tuple[strays.Allocation, ...]:
+    def allocations(self, provider: str) -> tuple[leftover.Allocation, ...]:
         """Every consumer's allocation of ``provider`` (a validated UUID): one request."""
-        if not strays.UUID.fullmatch(provider):
+        if not shapes.UUID.fullmatch(provider):
             raise ServiceError(f"Placement's provider id {provider!r} is not a UUID")
         body = get_json(self._placement, f"/resource_providers/{provider}/allocations")
         found = body.get("allocations") if isinstance(body, dict) else None
@@ -228,13 +229,13 @@ class StrayObserver:
                 raise ServiceError(
                     f"Placement's allocation of {_field(consumer)!r}: {exc}"
                 ) from exc
-            allocations.append(strays.Allocation(_field(consumer), amounts))
+            allocations.append(leftover.Allocation(_field(consumer), amounts))
         return tuple(allocations)
 
 
-def _bound_port(item: dict[str, Any]) -> strays.BoundPort:
+def _bound_port(item: dict[str, Any]) -> leftover.BoundPort:
     ips = item.get("fixed_ips")
-    return strays.BoundPort(
+    return leftover.BoundPort(
         id=_field(item.get("id")),
         device_id=_field(item.get("device_id")),
         device_owner=_field(item.get("device_owner")),

@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Finding, Server
+from nova_orphans.model import Finding, Server
 
 
 @dataclasses.dataclass(frozen=True)

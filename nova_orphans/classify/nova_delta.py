@@ -16,7 +16,7 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Migration, NovaView, Server, managed_here
+from nova_orphans.model import Migration, NovaView, Server, managed_here
 
 #: The agent's default cadence of full looks at Nova: one in this many cycles (an hour at
 #: the default interval); the cycles between bring the last view up to date.

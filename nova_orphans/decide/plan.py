@@ -11,12 +11,12 @@ import dataclasses
 import datetime
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.danger import worst
-from nova_orphans.core.holds import Hold, held_why
-from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import ACTIONABLE_KINDS, DangerKind, Finding, Kind, managed_here
-from nova_orphans.core.policy import Action, Policy, Step
-from nova_orphans.core.sightings import Sighting
+from nova_orphans.classify.danger import worst
+from nova_orphans.classify.identity import Verdict
+from nova_orphans.decide.holds import Hold, held_why
+from nova_orphans.decide.policy import Action, Policy, Step
+from nova_orphans.decide.sightings import Sighting
+from nova_orphans.model import ACTIONABLE_KINDS, DangerKind, Finding, Kind, managed_here
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nova_orphans.core.model import (
+from nova_orphans.model import (
     SOFT_DELETED_VM_STATE,
     Domain,
     Finding,

@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Finding, Kind, Usage
+from nova_orphans.model import Finding, Kind, Usage
+from nova_orphans.shapes import GIB, MIB
 
 #: Kinds whose guests Placement does not count on this host.
 UNTRACKED_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN, Kind.MISPLACED, Kind.FOREIGN})
-GIB = 1024**3
-MIB = 1024**2
 
 
 @dataclasses.dataclass(frozen=True)

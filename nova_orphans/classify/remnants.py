@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import posixpath
 
-from nova_orphans.core.model import Domain
-
-#: nova.conf's ``state_path`` as distributions install it (nova's own default is the
-#: directory it is installed in, which every package overrides).
-NOVA_STATE_PATH = "/var/lib/nova"
-#: Nova's default ``instances_path``: ``$state_path/instances``.
-DEFAULT_INSTANCES_PATH = f"{NOVA_STATE_PATH}/instances"
+from nova_orphans.model import Domain
 
 
-def leftovers(domain: Domain, instances_path: str) -> list[str]:
+def remnants(domain: Domain, instances_path: str) -> list[str]:
     """One line per disk outside ``<instances_path>/<uuid>`` and per interface device."""
     own = posixpath.join(posixpath.normpath(instances_path), domain.uuid) + "/"
     items = []
