@@ -45,10 +45,8 @@ from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
 from nova_orphans.audit import AuditReport
+from nova_orphans.classify.identity import State, Verdict
 from nova_orphans.cli import fleet as fleet_cli
-from nova_orphans.core.fleet import classify_fleet
-from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_fleet_views
@@ -56,6 +54,8 @@ from nova_orphans.fleet import reports as fleet_reports
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
+from nova_orphans.fleet.split_brain import classify_fleet
+from nova_orphans.model import Domain, DomainState, Finding, Kind
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.fleet import NOVA_CONCURRENCY, FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver

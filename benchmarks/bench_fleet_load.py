@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.nova_costs import DEFAULT_PATH, records_in
-from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
+from nova_orphans.classify.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.paging import PAGE_SIZE

@@ -35,8 +35,7 @@ import libvirt
 
 from benchmarks.bench_audit import HOST, child_run, serve
 from benchmarks.bench_libvirt_observer import floor_calls
-from nova_orphans import virt
-from nova_orphans.core import model
+from nova_orphans import model, virt
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.observe import hypervisor

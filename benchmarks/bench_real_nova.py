@@ -648,7 +648,7 @@ PROFILE_ROWS = (
     ("  of which waiting on the socket", "~", "<method 'recv_into' of '_socket.socket' objects>"),
     ("  of which JSON decoding", "json/__init__.py", "loads"),
     ("libvirt scan", "nova_orphans/observe/hypervisor.py", "list_domains"),
-    ("classification", "nova_orphans/core/classify.py", "classify"),
+    ("classification", "nova_orphans/classify/guests.py", "classify"),
     ("report rendering", "nova_orphans/render/host.py", "render_json"),
 )
 

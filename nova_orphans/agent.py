@@ -16,20 +16,21 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from nova_orphans import audit as pipeline
+from nova_orphans import audit
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import retention
 from nova_orphans.act.reconcile import reconcile
-from nova_orphans.core import danger, gate, strays
-from nova_orphans.core.decide import Plan, decide
-from nova_orphans.core.holds import Hold, started_by_someone_else
-from nova_orphans.core.identity import Verdict
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, NovaView, Selector
-from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
-from nova_orphans.core.policy import STOP_TIMEOUT, Policy, Step
-from nova_orphans.core.sightings import next_sightings
+from nova_orphans.classify import danger, leftover
+from nova_orphans.classify.identity import Verdict
+from nova_orphans.classify.nova_delta import FULL_LOOK_EVERY
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
+from nova_orphans.decide import gate
+from nova_orphans.decide.holds import Hold, started_by_someone_else
+from nova_orphans.decide.plan import Plan, decide
+from nova_orphans.decide.policy import STOP_TIMEOUT, Policy, Step
+from nova_orphans.decide.sightings import next_sightings
+from nova_orphans.model import Danger, DangerKind, Domain, Finding, NovaView, Selector
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.api import Transport
@@ -44,7 +45,7 @@ LOG = logging.getLogger(__name__)
 QUARANTINE_WAIT = 5.0
 
 
-class HostHypervisor(pipeline.Hypervisor, Protocol):
+class HostHypervisor(audit.Hypervisor, Protocol):
     """A hypervisor observer that can also re-read one domain."""
 
     def lookup_domain(self, uuid: str) -> Domain | None:
@@ -55,7 +56,7 @@ class HostHypervisor(pipeline.Hypervisor, Protocol):
 class CycleResult:
     """What one cycle saw, planned and did, or why it could not."""
 
-    report: pipeline.AuditReport | None = None
+    report: audit.AuditReport | None = None
     plan: Plan | None = None
     outcomes: tuple[Outcome, ...] = ()
     error: str | None = None
@@ -64,7 +65,7 @@ class CycleResult:
     def exit_code(self) -> int:
         """What ``run --once`` exits with (``audit.exit_code``): 4 when it acted."""
         acted = any(o.outcome == "done" and not o.dry_run for o in self.outcomes)
-        return pipeline.exit_code(self.report, acted=acted, failed=bool(self.error))
+        return audit.exit_code(self.report, acted=acted, failed=bool(self.error))
 
 
 class MeteredTransport:
@@ -100,7 +101,7 @@ class _FreshLook:
         hypervisor: HostHypervisor,
         nova: NovaObserver,
         host: str,
-        services: pipeline.Services | None,
+        services: audit.Services | None,
     ) -> None:
         self._hypervisor, self._nova, self._host = hypervisor, nova, host
         self._services = services
@@ -144,7 +145,7 @@ class Agent:
     retention: datetime.timedelta = datetime.timedelta(0)
     deny: Selector = dataclasses.field(default_factory=Selector)
     #: Placement, Cinder and Neutron: what orphans cost and endanger (None: not asked).
-    services: pipeline.Services | None = None
+    services: audit.Services | None = None
     dry_run: bool = False
     #: For a dry run: the live agent's journal, whose holds the dry run honours too
     #: (read-only; the dry run keeps its own journal, docs/design.md rules 12 and 14).
@@ -161,7 +162,7 @@ class Agent:
     def __post_init__(self) -> None:
         self.nova_views = NovaTracker(self.nova, self.full_look_every)
         self._last_brake: str | None = None
-        self._leftovers: strays.Leftovers | None = None
+        self._leftovers: leftover.Leftovers | None = None
 
     @property
     def holds_live_locks(self) -> bool:
@@ -205,8 +206,8 @@ class Agent:
         return result
 
     def _tell_leftovers(
-        self, report: pipeline.AuditReport, holds: dict[str, Hold], brake: str | None
-    ) -> pipeline.AuditReport:
+        self, report: audit.AuditReport, holds: dict[str, Hold], brake: str | None
+    ) -> audit.AuditReport:
         """The report with its leftovers told (docs/design.md rule 22), their sightings kept.
 
         NOTE: the holds, quarantine entries and sightings that count are the live agent's
@@ -215,12 +216,12 @@ class Agent:
         """
         if report.leftovers is not None and not report.leftovers.carried:
             self._leftovers = report.leftovers
-        live = pipeline.read_journal(self.live_journal_path)
-        own = pipeline.state_of(self.journal)
-        state = pipeline.JournalState(
+        live = audit.read_journal(self.live_journal_path)
+        own = audit.state_of(self.journal)
+        state = audit.JournalState(
             holds, (*live.quarantine, *own.quarantine), own.leftover_sightings
         )
-        report, sightings = pipeline.tell(
+        report, sightings = audit.tell(
             report,
             state,
             self.policy,
@@ -245,7 +246,7 @@ class Agent:
 
     def _cycle(self, hypervisor: HostHypervisor, should_stop: Callable[[], bool]) -> CycleResult:
         now = self.clock()
-        report = pipeline.audit(
+        report = audit.audit(
             hypervisor,
             self.nova,
             self.host,
@@ -328,7 +329,7 @@ class Agent:
         NOTE: docs/design.md rule 12: a guest someone started after the agent stopped
         it is the operator's decision, not a new orphan; it stays on hold until released.
         """
-        holds = {**pipeline.read_holds(self.live_journal_path), **self.journal.holds()}
+        holds = {**audit.read_holds(self.live_journal_path), **self.journal.holds()}
         started = started_by_someone_else(
             findings, self.journal.last_live_steps(), self.journal.last_releases(), holds
         )

@@ -8,11 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from nova_orphans import exits
-from nova_orphans.core import cost, danger, gate, identity, stray_judge, strays, told
-from nova_orphans.core.classify import classify
-from nova_orphans.core.decide import brake_of
-from nova_orphans.core.holds import Hold, held_why
-from nova_orphans.core.model import (
+from nova_orphans.classify import cost, danger, identity, leftover, leftover_judge
+from nova_orphans.classify.guests import classify
+from nova_orphans.decide import gate, told
+from nova_orphans.decide.holds import Hold, held_why
+from nova_orphans.decide.plan import brake_of
+from nova_orphans.decide.policy import Policy
+from nova_orphans.model import (
     ORPHAN_KINDS,
     DangerKind,
     Domain,
@@ -22,7 +24,6 @@ from nova_orphans.core.model import (
     Selector,
     Server,
 )
-from nova_orphans.core.policy import Policy
 from nova_orphans.observe.errors import IdentityMismatch, ObserveError
 from nova_orphans.observe.instance_dirs import instance_dirs
 from nova_orphans.observe.mounts import files_root, shared_storage_refusal
@@ -30,8 +31,8 @@ from nova_orphans.observe.nova import nodes as nova_nodes
 from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
 from nova_orphans.observe.services.client import ServiceError
 from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.leftovers import LeftoverObserver
 from nova_orphans.observe.services.placement import PlacementObserver
-from nova_orphans.observe.services.strays import StrayObserver
 from nova_orphans.record.entries import QuarantineEntry
 from nova_orphans.record.journal import Journal
 
@@ -62,7 +63,7 @@ class Services:
     placement: PlacementObserver
     dangers: DangerObserver
     #: What lost servers left: ports, attachments, allocations (None: not looked for).
-    strays: StrayObserver | None = None
+    strays: LeftoverObserver | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +85,7 @@ class AuditReport:
     #: Placement's view of the host's provider; None when no services were asked.
     placement: cost.PlacementAnswer | None = None
     #: What lost servers left on and around the host; None when not looked for.
-    leftovers: strays.Leftovers | None = None
+    leftovers: leftover.Leftovers | None = None
 
     @property
     def untracked(self) -> cost.Untracked:
@@ -194,7 +195,7 @@ def audit(
     pinned_node: str | None = None,
     instances_path: str | None = None,
     leftovers_due: Callable[[], bool] | None = None,
-    earlier_leftovers: strays.Leftovers | None = None,
+    earlier_leftovers: leftover.Leftovers | None = None,
 ) -> AuditReport:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
@@ -207,7 +208,7 @@ def audit(
     ``services.strays`` and ``instances_path``, the leftovers (docs/design.md §8b) too,
     unless ``leftovers_due`` (asked once Nova was observed) says this is not the cycle for
     them: then ``earlier_leftovers`` are carried, filtered against this cycle's views
-    (``core/told.carry``: they keep their look's time and get no command).
+    (``decide/told.carry``: they keep their look's time and get no command).
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
     domains = hypervisor.list_domains()
@@ -244,17 +245,17 @@ def audit(
 
 
 def look_for_leftovers(
-    observer: StrayObserver,
+    observer: LeftoverObserver,
     nova: NovaObserver,
     view: NovaView,
     domains: Sequence[Domain],
     placement: cost.PlacementAnswer,
     instances_path: str,
-) -> strays.Leftovers:
+) -> leftover.Leftovers:
     """What lost servers left on and around the host, judged against Nova (docs/design.md
     §8b). Changes nothing; a look that fails makes its kind "not checked".
 
-    Requests beyond the audit's: one listing per service (``observe/services/strays.py``),
+    Requests beyond the audit's: one listing per service (``observe/services/leftovers.py``),
     then from Nova the migrations touching the host (unless the audit asked them), the
     host's deleted servers when Cinder names servers it does not know (or from 5 UUIDs
     to explain on), one lookup per other UUID to explain, and the every-cell check when
@@ -267,25 +268,27 @@ def look_for_leftovers(
         seen = dataclasses.replace(seen, dirs=instance_dirs(instances_path))
     except ObserveError as exc:
         seen = dataclasses.replace(
-            seen, not_read={**seen.not_read, strays.StrayKind.FILES: str(exc)}
+            seen, not_read={**seen.not_read, leftover.LeftoverKind.FILES: str(exc)}
         )
     uuids = [d.uuid for d in domains]
     try:
         view, records = _records(nova, view, seen, uuids)
         zones = nova.availability_zones() if seen.ports is not None else None
     except ObserveError as exc:
-        return stray_judge.find(seen, view, {}, uuids, instances_path, nova_error=str(exc))
+        return leftover_judge.find(seen, view, {}, uuids, instances_path, nova_error=str(exc))
     shared = shared_storage_refusal(instances_path) if seen.dirs else None
-    found = stray_judge.find(seen, view, records, uuids, instances_path, shared, zones=zones)
+    found = leftover_judge.find(seen, view, records, uuids, instances_path, shared, zones=zones)
     return dataclasses.replace(found, attachment_hosts=_connectors(observer, found))
 
 
-def _connectors(observer: StrayObserver, found: strays.Leftovers) -> dict[str, str | None] | str:
+def _connectors(
+    observer: LeftoverObserver, found: leftover.Leftovers
+) -> dict[str, str | None] | str:
     """The host whose connector made each attachment that is a leftover (Cinder's
     ``host_name``), or why Cinder could not say."""
     pairs = [
         (i.volume, i.subject)
-        for i in found.of(strays.StrayKind.ATTACHMENT)
+        for i in found.of(leftover.LeftoverKind.ATTACHMENT)
         if i.volume and i.remedy is not None
     ]
     if not pairs:
@@ -297,13 +300,13 @@ def _connectors(observer: StrayObserver, found: strays.Leftovers) -> dict[str, s
 
 
 def _records(
-    nova: NovaObserver, view: NovaView, seen: strays.Seen, domains: Sequence[str]
+    nova: NovaObserver, view: NovaView, seen: leftover.Seen, domains: Sequence[str]
 ) -> tuple[NovaView, dict[str, Server | None]]:
     """``view`` with the host's migrations, and Nova's records of the UUIDs to judge."""
-    if not view.migrations and stray_judge.wanted(seen, view, domains):
+    if not view.migrations and leftover_judge.wanted(seen, view, domains):
         view = dataclasses.replace(view, migrations=nova.migrations_touching(view.host))
-    wanted = stray_judge.wanted(seen, view, domains)
-    named = stray_judge.attachment_servers(seen) - view.servers_here.keys() - view.lookups.keys()
+    wanted = leftover_judge.wanted(seen, view, domains)
+    named = leftover_judge.attachment_servers(seen) - view.servers_here.keys() - view.lookups.keys()
     records: dict[str, Server | None] = {}
     if named - wanted or len(wanted) >= BULK_LOOKUP_FROM:
         deleted = nova.deleted_on_host(view.host)
@@ -331,7 +334,7 @@ def tell(
     host_instances_path: str | None = None,
     instances_path: str | None = None,
 ) -> tuple[AuditReport, dict[str, told.LeftoverSighting]]:
-    """``report`` with its leftovers told (``core/told.py``: a command, or why none), and
+    """``report`` with its leftovers told (``decide/told.py``: a command, or why none), and
     the leftovers' sightings after this look.
 
     ``journal``: the holds, quarantine entries and earlier sightings that count (the live

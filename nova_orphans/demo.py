@@ -16,13 +16,13 @@ from collections.abc import Callable
 from xml.sax.saxutils import escape, quoteattr
 
 from nova_orphans import audit
-from nova_orphans.core.model import Kind
-from nova_orphans.core.policy import Policy
+from nova_orphans.decide.policy import Policy
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.model import Kind
 from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.leftovers import LeftoverObserver
 from nova_orphans.observe.services.placement import PlacementObserver
-from nova_orphans.observe.services.strays import StrayObserver
 
 HOST = "compute-1"
 OTHER_HOST = "compute-2"
@@ -114,7 +114,7 @@ class DemoWorld:
         return audit.Services(
             PlacementObserver(self.placement),
             DangerObserver(self.cinder, self.neutron),
-            StrayObserver(self.neutron, self.cinder, self.placement),
+            LeftoverObserver(self.neutron, self.cinder, self.placement),
         )
 
     def looks(self, observe: Callable[[datetime.datetime], audit.AuditReport]) -> audit.AuditReport:

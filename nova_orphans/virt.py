@@ -21,8 +21,7 @@ from typing import Any, TypeAlias
 
 import libvirt
 
-from nova_orphans import exits
-from nova_orphans.core import model
+from nova_orphans import exits, model
 from nova_orphans.exceptions import NovaOrphansError, one_line
 
 #: What every libvirt call raises.

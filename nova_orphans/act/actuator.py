@@ -19,14 +19,14 @@ from typing import Protocol
 from nova_orphans.act.effects import EffectError, Effects
 from nova_orphans.act.quarantine import entries
 from nova_orphans.act.quarantine.manifest import Manifest
-from nova_orphans.core.classify import classify
-from nova_orphans.core.danger import worst
-from nova_orphans.core.decide import Decision, Plan
-from nova_orphans.core.gate import SafetyVerdict
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.leftovers import leftovers as core_leftovers
-from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, NovaView, Selector
-from nova_orphans.core.policy import STOP_TIMEOUT, Step
+from nova_orphans.classify.danger import worst
+from nova_orphans.classify.guests import classify
+from nova_orphans.classify.remnants import remnants
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
+from nova_orphans.decide.gate import SafetyVerdict
+from nova_orphans.decide.plan import Decision, Plan
+from nova_orphans.decide.policy import STOP_TIMEOUT, Step
+from nova_orphans.model import Danger, DangerKind, Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from nova_orphans.record.journal import Journal
@@ -302,7 +302,7 @@ class Actuator(Steps):
         stamp = self._clock().strftime(STAMP_FORMAT)
         directory = self._effects.quarantine_dir(uuid, stamp)
         self._effects.save_xml(directory, self._effects.domain_xml(uuid))
-        leftovers = core_leftovers(finding.domain, self._instances_path) if finding.domain else []
+        leftovers = remnants(finding.domain, self._instances_path) if finding.domain else []
         name = finding.domain.name if finding.domain else ""
         saved = Manifest(uuid, finding.kind.value, stamp, name, False, tuple(leftovers))
         # NOTE: written first, so that even a reap refused below leaves no anonymous directory.

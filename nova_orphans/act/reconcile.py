@@ -14,7 +14,7 @@ from typing import Protocol
 
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import restore, retention
-from nova_orphans.core.model import Domain
+from nova_orphans.model import Domain
 from nova_orphans.record.entries import Intent, QuarantineEntry
 from nova_orphans.record.journal import Journal
 

@@ -9,15 +9,15 @@ from typing import Any
 
 from nova_orphans import audit, config
 from nova_orphans.cli import common, configure
-from nova_orphans.core.model import DangerKind
+from nova_orphans.model import DangerKind
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.observe.nova.session import CredentialsMissing, KeystoneTransport
 from nova_orphans.observe.nova.session import transport_from_conf as _transport
 from nova_orphans.observe.services.client import KeystoneClient, sibling
 from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.leftovers import LeftoverObserver
 from nova_orphans.observe.services.placement import PlacementObserver
-from nova_orphans.observe.services.strays import StrayObserver
 from nova_orphans.render import host as render_host
 
 
@@ -58,7 +58,7 @@ def services_from_conf(conf: Any, transport: Any) -> audit.Services | None:
     return audit.Services(
         PlacementObserver(clients["Placement"]),
         DangerObserver(clients["Cinder"], clients["Neutron"]),
-        StrayObserver(clients["Neutron"], clients["Cinder"], clients["Placement"]),
+        LeftoverObserver(clients["Neutron"], clients["Cinder"], clients["Placement"]),
     )
 
 

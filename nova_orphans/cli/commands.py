@@ -376,7 +376,7 @@ def uuid(value: str) -> str:
 def days(value: str) -> float:
     """A number of days a quarantine entry may be kept."""
     # NOTE: imported here, not at the top: only ``purge`` pays for the pure core.
-    from nova_orphans.core.policy import MAX_RETENTION_DAYS
+    from nova_orphans.decide.policy import MAX_RETENTION_DAYS
 
     try:
         number = float(value)
@@ -395,7 +395,7 @@ def host_list(value: str) -> tuple[str, ...]:
     if not hosts:
         raise argparse.ArgumentTypeError("no host names given")
     # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
-    from nova_orphans.core.hostname import NotAHostName, check_host_name
+    from nova_orphans.fleet.hostname import NotAHostName, check_host_name
 
     for host in hosts:
         try:
@@ -430,7 +430,7 @@ def positive(kind: Callable[[str], float], maximum: float) -> Callable[[str], fl
 def uri_template(value: str) -> str:
     """A libvirt URI template whose one placeholder is ``{host}`` (``check_uri_template``)."""
     # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
-    from nova_orphans.core.hostname import BadURITemplate, check_uri_template
+    from nova_orphans.fleet.hostname import BadURITemplate, check_uri_template
 
     try:
         return check_uri_template(value)

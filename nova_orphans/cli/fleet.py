@@ -23,12 +23,11 @@ from oslo_config import cfg
 from nova_orphans import config, exits
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
-from nova_orphans.core.hostname import BadURITemplate, check_uri_template
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.model import Selector
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
 from nova_orphans.fleet import reports
 from nova_orphans.fleet.audit import FleetReport, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
+from nova_orphans.fleet.hostname import BadURITemplate, check_uri_template
 from nova_orphans.fleet.scan import (
     OnProgress,
     Progress,
@@ -37,6 +36,7 @@ from nova_orphans.fleet.scan import (
     scan_hosts,
     uri_for,
 )
+from nova_orphans.model import Selector
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import Transport
 from nova_orphans.observe.nova.fleet import FleetNovaObserver

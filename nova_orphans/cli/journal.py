@@ -19,7 +19,7 @@ from nova_orphans.act.quarantine import entries as quarantine
 from nova_orphans.act.quarantine import restore, retention
 from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
-from nova_orphans.core import gate
+from nova_orphans.decide import gate
 from nova_orphans.observe.errors import NovaError
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.observer import NovaObserver

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+from nova_orphans.classify.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.config.default import UUIDItem
-from nova_orphans.core.model import Kind, Selector
-from nova_orphans.core.nova_delta import FULL_LOOK_EVERY
-from nova_orphans.core.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
+from nova_orphans.decide.policy import MAX_RETENTION_DAYS, STOP_TIMEOUT, Action, Policy
+from nova_orphans.model import Kind, Selector
 
 #: This host's live-agent lock: a fixed path on the host, so that every agent on it finds
 #: the same file, whatever its configuration or container (docs/design.md rule 14).

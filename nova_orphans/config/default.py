@@ -16,7 +16,7 @@ from typing import Any
 
 from oslo_config import cfg, types
 
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 
 
 class UUIDItem(types.String):

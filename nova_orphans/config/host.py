@@ -9,7 +9,7 @@ from oslo_config import cfg
 from nova_orphans.config.libvirt import check_libvirt_uri
 from nova_orphans.config.nova_compute import NovaComputeConf, compute_id_dirs
 from nova_orphans.config.strict import ConfigError
-from nova_orphans.core.model import Selector
+from nova_orphans.model import Selector
 
 
 @dataclasses.dataclass(frozen=True)

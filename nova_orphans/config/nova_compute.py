@@ -17,8 +17,14 @@ from nova_orphans.config.strict import (
     require_directory,
     require_readable,
 )
-from nova_orphans.core.leftovers import NOVA_STATE_PATH
 from nova_orphans.exceptions import one_line
+
+#: nova.conf's ``state_path`` as distributions install it (nova's own default is the
+#: directory it is installed in, which every package overrides).
+NOVA_STATE_PATH = "/var/lib/nova"
+#: Nova's default ``instances_path``: ``$state_path/instances``.
+DEFAULT_INSTANCES_PATH = f"{NOVA_STATE_PATH}/instances"
+
 
 #: Where nova-compute keeps its state on a compute host when its config is not named
 #: (and where kolla keeps it whatever its nova.conf says): the packages' state_path, and

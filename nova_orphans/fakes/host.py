@@ -17,8 +17,8 @@ from collections.abc import Callable
 from nova_orphans.act import images
 from nova_orphans.act.effects import EffectError, FilesResult, SavedQuarantine
 from nova_orphans.act.quarantine.manifest import BackingFile, Kept, Manifest
-from nova_orphans.core.identity import LibvirtIdentity
-from nova_orphans.core.model import Domain, DomainState, NovaMetadata
+from nova_orphans.classify.identity import LibvirtIdentity
+from nova_orphans.model import Domain, DomainState, NovaMetadata
 from nova_orphans.observe.errors import HypervisorError
 
 NOVA_NS = "http://openstack.org/xmlns/libvirt/nova/1.1"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from nova_orphans.core.model import Domain, Migration, NovaView, Server
+from nova_orphans.model import Domain, Migration, NovaView, Server
 from nova_orphans.observe.nova.api import parse_migration, parse_server
 from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
 

@@ -6,10 +6,10 @@ import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 
-from nova_orphans.core import fleet as core_fleet
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
-from nova_orphans.core.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
+from nova_orphans.fleet import split_brain
 from nova_orphans.fleet.scan import HostScan
+from nova_orphans.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
@@ -83,7 +83,7 @@ def fleet_audit(
         {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()},
         _details_for(domains_by_host, deny),
     )
-    findings = core_fleet.classify_fleet(domains_by_host, views, deny)
+    findings = split_brain.classify_fleet(domains_by_host, views, deny)
     known = set(known_hosts)
     hosts = [
         HostReport(s.host, s.uri, findings.get(s.host), s.error, s.host in known) for s in scans
@@ -97,7 +97,7 @@ def _details_for(
     """Per host, the domains whose finding shows Nova's full record even where the host's
     plain listing explains them: a copy running on two hosts (split-brain) and a
     deny-listed domain (protected)."""
-    split = core_fleet.running_copies(domains_by_host)
+    split = split_brain.running_copies(domains_by_host)
     return {
         host: [d.uuid for d in domains if d.uuid in split or (deny and deny.covers(d))]
         for host, domains in domains_by_host.items()

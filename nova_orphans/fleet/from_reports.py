@@ -12,24 +12,24 @@ import dataclasses
 import datetime
 from collections.abc import Sequence
 
-from nova_orphans.core import fleet_reports as core
-from nova_orphans.core.model import Migration, Server
+from nova_orphans.fleet import merge
+from nova_orphans.model import Migration, Server
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
 def merge_reports(
-    parsed: Sequence[core.PerHostReport | core.BadReport],
+    parsed: Sequence[merge.PerHostReport | merge.BadReport],
     nova: FleetNovaObserver,
     now: datetime.datetime,
     max_age: datetime.timedelta,
-) -> core.MergedFleet:
+) -> merge.MergedFleet:
     """Merge the reports; raises ``NovaError`` when Nova fails (nothing is concluded then)."""
-    reports = [p for p in parsed if isinstance(p, core.PerHostReport)]
-    bad = [p for p in parsed if isinstance(p, core.BadReport)]
-    hosts, unattributed = core.standings(reports, bad, nova.compute_hosts(), now, max_age)
+    reports = [p for p in parsed if isinstance(p, merge.PerHostReport)]
+    bad = [p for p in parsed if isinstance(p, merge.BadReport)]
+    hosts, unattributed = merge.standings(reports, bad, nova.compute_hosts(), now, max_age)
 
     def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
         return nova.lookup(uuid), nova.migrations_of(uuid)
 
-    merged = core.merge(hosts, unattributed, ask_nova, now, max_age)
+    merged = merge.merge(hosts, unattributed, ask_nova, now, max_age)
     return dataclasses.replace(merged, nova_requests=nova.requests_made)

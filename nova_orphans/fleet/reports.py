@@ -26,8 +26,12 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
-from nova_orphans import exits
-from nova_orphans.core.fleet_reports import (
+from nova_orphans import exits, shapes
+from nova_orphans.classify.leftover import LeftoverKind
+from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.fleet import report_json
+from nova_orphans.fleet.hostname import NotAHostName, check_host_name
+from nova_orphans.fleet.merge import (
     BadReport,
     PerHostReport,
     ReportedFinding,
@@ -35,12 +39,9 @@ from nova_orphans.core.fleet_reports import (
     ReportedLeftovers,
     SeenDomain,
 )
-from nova_orphans.core.hostname import NotAHostName, check_host_name
-from nova_orphans.core.model import DomainState, Kind, Usage
-from nova_orphans.core.strays import UUID, StrayKind
-from nova_orphans.exceptions import NovaOrphansError
-from nova_orphans.fleet import report_json
 from nova_orphans.fleet.report_json import Refused, failure, shown
+from nova_orphans.model import DomainState, Kind, Usage
+from nova_orphans.shapes import UUID
 
 #: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
 READABLE_SCHEMAS = (None, 1)
@@ -270,8 +271,8 @@ def _leftovers(item: Any) -> ReportedLeftovers | None:
         return None
     if not isinstance(item, dict) or not isinstance(item.get("counts"), dict):
         raise ValueError("'leftovers' is not an object with 'counts'")
-    counts: dict[StrayKind, int | None] = {}
-    for kind in StrayKind:
+    counts: dict[LeftoverKind, int | None] = {}
+    for kind in LeftoverKind:
         value = item["counts"].get(kind.value)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or value < 0):  # fmt: skip
@@ -287,10 +288,10 @@ def _leftover(item: Any, index: int) -> ReportedLeftover:
     where = f"leftovers.items[{index}]"
     kind_name, subject = _fields(item, where, "kind", "subject")
     try:
-        kind = StrayKind(kind_name)
+        kind = LeftoverKind(kind_name)
     except ValueError:
         raise ValueError(f"{where}: unknown kind {shown(repr(kind_name))}") from None
-    shape = _STRAY_PATH if kind is StrayKind.FILES else UUID
+    shape = _STRAY_PATH if kind is LeftoverKind.FILES else UUID
     server = item.get("server")
     if not shape.fullmatch(subject) or not (server is None or UUID.fullmatch(str(server))):
         raise ValueError(f"{where}: not a {kind.value} this nova-orphans tells")
@@ -299,12 +300,11 @@ def _leftover(item: Any, index: int) -> ReportedLeftover:
 
 def _time(value: Any) -> datetime.datetime:
     try:
-        parsed = datetime.datetime.fromisoformat(str(value))
+        return shapes.parse_time(value, zone_required=True)
     except ValueError:
-        raise ValueError(f"checked_at {shown(repr(value))} is not an ISO 8601 time") from None
-    if parsed.tzinfo is None:
-        raise ValueError(f"checked_at {shown(repr(value))} has no time zone")
-    return parsed
+        raise ValueError(
+            f"checked_at {shown(repr(value))} is not an ISO 8601 time with its zone"
+        ) from None
 
 
 def _list(document: dict[str, Any], key: str) -> list[Any]:

@@ -20,9 +20,9 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 
-from nova_orphans.core.hostname import NotAHostName, check_host_name
-from nova_orphans.core.model import Domain
 from nova_orphans.exceptions import one_line
+from nova_orphans.fleet.hostname import NotAHostName, check_host_name
+from nova_orphans.model import Domain
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.hypervisor import LibvirtObserver
 

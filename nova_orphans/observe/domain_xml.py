@@ -11,8 +11,7 @@ from __future__ import annotations
 import dataclasses
 import xml.etree.ElementTree as ET
 
-from nova_orphans import exits
-from nova_orphans.core import model
+from nova_orphans import exits, model
 from nova_orphans.exceptions import NovaOrphansError
 
 NOVA_NS_1_1 = "http://openstack.org/xmlns/libvirt/nova/1.1"

@@ -15,9 +15,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
-from nova_orphans import virt
-from nova_orphans.core import model
-from nova_orphans.core.identity import LibvirtIdentity
+from nova_orphans import model, virt
+from nova_orphans.classify.identity import LibvirtIdentity
 from nova_orphans.observe import domain_xml, errors
 
 #: What the bulk listing shows of a domain's XML at no extra cost: its name, whether it

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import stat
 
-from nova_orphans.core.strays import UUID, InstanceDir
+from nova_orphans.classify.leftover import InstanceDir
 from nova_orphans.observe.errors import ObserveError
+from nova_orphans.shapes import UUID
 
 #: Entries of ``instances_path`` read at most (a host holds a few hundred guests).
 MAX_DIRS = 100_000

@@ -29,10 +29,9 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from nova_orphans import virt
+from nova_orphans import model, virt
+from nova_orphans.classify.identity import LibvirtIdentity
 from nova_orphans.config.agent import FULL_READ_EVERY
-from nova_orphans.core import model
-from nova_orphans.core.identity import LibvirtIdentity
 from nova_orphans.observe import errors
 from nova_orphans.observe.hypervisor import Definition, LibvirtObserver
 

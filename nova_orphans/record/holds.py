@@ -9,7 +9,7 @@ import datetime
 import sqlite3
 from typing import Any, Protocol
 
-from nova_orphans.core.holds import Hold, LastStep
+from nova_orphans.decide.holds import Hold, LastStep
 from nova_orphans.record.entries import iso, time_of
 
 

@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from nova_orphans import exits
-from nova_orphans.core.model import Kind
-from nova_orphans.core.sightings import Sighting
+from nova_orphans.decide.sightings import Sighting
 from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.model import Kind
 from nova_orphans.record import lock
 from nova_orphans.record.entries import (
     SCHEMA,

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from nova_orphans.core.told import LeftoverSighting
+from nova_orphans.decide.told import LeftoverSighting
 from nova_orphans.record.entries import iso, time_of
 
 

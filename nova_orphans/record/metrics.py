@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 import prometheus_client as prom
 
-from nova_orphans.core.cost import Untracked
-from nova_orphans.core.model import DangerKind, Kind
-from nova_orphans.core.policy import Step
-from nova_orphans.core.strays import Leftovers, StrayKind
+from nova_orphans.classify.cost import Untracked
+from nova_orphans.classify.leftover import LeftoverKind, Leftovers
+from nova_orphans.decide.policy import Step
+from nova_orphans.model import DangerKind, Kind
 from nova_orphans.version import tool_version
 
 #: Why a cycle acted on nothing (``nova_orphans_cycles_aborted_total{reason}``).
@@ -214,7 +214,7 @@ class Metrics:
             self.findings.labels(kind=kind.value)
         for danger in DangerKind:
             self.dangers.labels(danger=danger.value)
-        for stray in StrayKind:
+        for stray in LeftoverKind:
             self.leftovers.labels(kind=stray.value)
         for endpoint in NOVA_ENDPOINTS:
             self.nova_request_duration.labels(endpoint=endpoint)
@@ -253,7 +253,7 @@ class Metrics:
     def set_leftovers(self, leftovers: Leftovers | None) -> None:
         """Publish how many leftovers of each kind; NaN for a kind not checked (docs/design.md
         rule 21: a look not made never reads as 0), every kind when none was looked for."""
-        for kind in StrayKind:
+        for kind in LeftoverKind:
             count = leftovers.count(kind) if leftovers is not None else None
             self.leftovers.labels(kind=kind.value).set(float("nan") if count is None else count)
 

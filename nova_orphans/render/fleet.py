@@ -10,10 +10,10 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from nova_orphans.core import cost
-from nova_orphans.core import leftovers as host_side
-from nova_orphans.core.model import Finding, Kind
+from nova_orphans import shapes
+from nova_orphans.classify import cost, remnants
 from nova_orphans.fleet.audit import FleetReport, HostReport
+from nova_orphans.model import Finding, Kind
 from nova_orphans.render import host as render_host
 from nova_orphans.render import table
 
@@ -25,7 +25,7 @@ def leftovers(finding: Finding, instances_path: str) -> list[str]:
     """Host-side pieces an operator may have to remove by hand; only for deleted/unknown."""
     if finding.domain is None or finding.kind not in LEFTOVER_KINDS:
         return []
-    return host_side.leftovers(finding.domain, instances_path)
+    return remnants.remnants(finding.domain, instances_path)
 
 
 def render_json(fleet: FleetReport) -> str:
@@ -104,14 +104,14 @@ def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
     whole = cost.total(u for _, u in ranking)
     lines = [
         f"untracked: {whole.guests} guests Nova does not manage use {whole.vcpus} vCPUs, "
-        f"{whole.memory_bytes / cost.GIB:.1f} GiB memory, {whole.disk_bytes / cost.GIB:.1f} "
+        f"{whole.memory_bytes / shapes.GIB:.1f} GiB memory, {whole.disk_bytes / shapes.GIB:.1f} "
         "GiB disk Placement does not count; by host, most memory first:"
         if ranking
         else "untracked: no guests Nova does not manage"
     ]
     lines += [
-        f"  {host}: {u.memory_bytes / cost.GIB:.1f} GiB memory, {u.vcpus} vCPUs, "
-        f"{u.disk_bytes / cost.GIB:.1f} GiB disk ({u.guests} guests)"
+        f"  {host}: {u.memory_bytes / shapes.GIB:.1f} GiB memory, {u.vcpus} vCPUs, "
+        f"{u.disk_bytes / shapes.GIB:.1f} GiB disk ({u.guests} guests)"
         for host, u in ranking
     ]
     return lines

@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from nova_orphans.core import cost
-from nova_orphans.core.fleet_reports import (
+from nova_orphans.classify import cost
+from nova_orphans.fleet.merge import (
     CrossHost,
     HostStanding,
     MergedFleet,
@@ -14,7 +14,7 @@ from nova_orphans.core.fleet_reports import (
     Standing,
     leftover_totals,
 )
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.render import fleet as render
 from nova_orphans.render import host as render_host
 from nova_orphans.render import table

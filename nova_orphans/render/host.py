@@ -8,11 +8,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from nova_orphans import shapes
 from nova_orphans.audit import AuditReport
-from nova_orphans.core import cost
-from nova_orphans.core.holds import Hold
-from nova_orphans.core.identity import Verdict
-from nova_orphans.core.model import Danger, DangerKind, Domain, Finding, Kind, Usage
+from nova_orphans.classify import cost
+from nova_orphans.classify.identity import Verdict
+from nova_orphans.decide.holds import Hold
+from nova_orphans.model import Danger, DangerKind, Domain, Finding, Kind, Usage
 from nova_orphans.render import leftovers as render_leftovers
 from nova_orphans.render import table
 from nova_orphans.version import tool_version
@@ -190,8 +191,8 @@ def cost_lines(total: cost.Untracked, placement: cost.PlacementAnswer | None) ->
     """What the non-managed guests consume, and Placement's view beside it."""
     line = (
         f"untracked: {total.guests} guests Nova does not manage here use {total.vcpus} vCPUs, "
-        f"{total.memory_bytes / cost.GIB:.1f} GiB memory, "
-        f"{total.disk_bytes / cost.GIB:.1f} GiB disk"
+        f"{total.memory_bytes / shapes.GIB:.1f} GiB memory, "
+        f"{total.disk_bytes / shapes.GIB:.1f} GiB disk"
     )
     if total.unmeasured:
         line += f" (at least: libvirt did not measure {len(total.unmeasured)} of them)"

@@ -6,8 +6,9 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from nova_orphans.core import strays
-from nova_orphans.core.strays import Leftover, Leftovers, StrayKind
+from nova_orphans import shapes
+from nova_orphans.classify import leftover
+from nova_orphans.classify.leftover import Leftover, LeftoverKind, Leftovers
 from nova_orphans.render import table
 
 
@@ -20,9 +21,9 @@ def record(leftovers: Leftovers | None) -> dict[str, Any] | None:
     if leftovers is None:
         return None
     return {
-        "counts": {k.value: leftovers.count(k) for k in StrayKind},
+        "counts": {k.value: leftovers.count(k) for k in LeftoverKind},
         "not_checked": {k.value: why for k, why in leftovers.not_checked.items()},
-        "cost": strays.totals(leftovers),
+        "cost": leftover.totals(leftovers),
         "looked_at": leftovers.looked_at.isoformat() if leftovers.looked_at else None,
         "carried": leftovers.carried,
         "items": [item_record(i) for i in leftovers.items],
@@ -51,7 +52,7 @@ def lines(leftovers: Leftovers | None, listed: bool, wide: bool) -> list[str]:
     if leftovers is None:
         return []
     out: list[str] = []
-    for kind in StrayKind:
+    for kind in LeftoverKind:
         out += table.fit(f"leftovers {kind.value}: {summary(leftovers, kind)}", wide)
     if listed:
         for item in leftovers.items:
@@ -64,14 +65,14 @@ def lines(leftovers: Leftovers | None, listed: bool, wide: bool) -> list[str]:
     return out
 
 
-def summary(leftovers: Leftovers, kind: StrayKind) -> str:
+def summary(leftovers: Leftovers, kind: LeftoverKind) -> str:
     """``2 (1.5 GiB disk)``, or ``not checked: <why>``."""
     if kind in leftovers.not_checked:
         return f"not checked: {leftovers.not_checked[kind]}"
     items = leftovers.of(kind)
     costs = _costs(items)
     held = sum(1 for i in items if i.command is None)
-    if items and kind is not StrayKind.FOREIGN_PORT:
+    if items and kind is not LeftoverKind.FOREIGN_PORT:
         costs = ", ".join(c for c in (costs, f"{held} without a command" if held else "") if c)
     return f"{len(items)}" + (f" ({costs})" if costs else "")
 
@@ -86,9 +87,9 @@ def _costs(items: Iterable[Leftover]) -> str:
     if vcpus:
         parts.append(f"{vcpus} vCPUs")
     if memory:
-        parts.append(f"{memory * strays.MIB / strays.GIB:.1f} GiB memory")
+        parts.append(f"{memory * shapes.MIB / shapes.GIB:.1f} GiB memory")
     if disk:
-        parts.append(f"{disk / strays.GIB:.1f} GiB disk")
+        parts.append(f"{disk / shapes.GIB:.1f} GiB disk")
     if missing:
         parts.append(f"{missing} servers here with no allocation")
     return ", ".join(parts)

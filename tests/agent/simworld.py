@@ -9,11 +9,11 @@ from nova_orphans.act.actuator import Steps
 from nova_orphans.act.quarantine.restore import Restored, guarded_restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.core import gate
-from nova_orphans.core.model import DomainState, Kind
-from nova_orphans.core.policy import Action, Policy
+from nova_orphans.decide import gate
+from nova_orphans.decide.policy import Action, Policy
 from nova_orphans.fakes.host import SimulatedEffects, SimulatedHost
 from nova_orphans.fakes.nova import START, SimulatedNova
+from nova_orphans.model import DomainState, Kind
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.entries import QuarantineEntry
 from nova_orphans.record.journal import Journal

@@ -19,8 +19,8 @@ import uuid as uuidlib
 
 import pytest
 
-from nova_orphans.core.model import Kind
-from nova_orphans.core.policy import Action
+from nova_orphans.decide.policy import Action
+from nova_orphans.model import Kind
 from tests.agent.simworld import HOST, OTHER, SimWorld
 
 #: The operator's policy: reap misplaced guests at the first sighting, no grace.

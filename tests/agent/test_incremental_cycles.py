@@ -13,10 +13,10 @@ import pytest
 from nova_orphans.agent import CycleResult
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
-from nova_orphans.core.model import Kind
-from nova_orphans.core.policy import Action
+from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.host import unreachable
 from nova_orphans.fakes.nova import Fault, SimulatedNova
+from nova_orphans.model import Kind
 from nova_orphans.record.metrics import Metrics
 from tests import http_nova
 from tests.agent.simworld import OTHER, SimWorld

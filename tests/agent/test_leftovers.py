@@ -19,13 +19,13 @@ import types
 import pytest
 
 from nova_orphans import audit
-from nova_orphans.core import fleet_reports as fleet_core
-from nova_orphans.core.strays import CLEANUP_KINDS, Held, StrayKind
+from nova_orphans.classify.leftover import CLEANUP_KINDS, Held, LeftoverKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.fleet import merge as fleet_core
 from nova_orphans.fleet import reports as fleet_io
 from nova_orphans.observe.services.dangers import DangerObserver
+from nova_orphans.observe.services.leftovers import LeftoverObserver
 from nova_orphans.observe.services.placement import PlacementObserver
-from nova_orphans.observe.services.strays import StrayObserver
 from nova_orphans.render import fleet_reports as render_fleet
 from nova_orphans.render import host as render_host
 from tests import report_schema
@@ -51,7 +51,7 @@ class World(SimWorld):
         self.agent.services = audit.Services(
             PlacementObserver(self.placement),
             DangerObserver(self.cinder, self.neutron),
-            StrayObserver(self.neutron, self.cinder, self.placement),
+            LeftoverObserver(self.neutron, self.cinder, self.placement),
         )
         self.instances = tmp_path / "instances"
         (self.instances / "_base").mkdir(parents=True)
@@ -110,8 +110,8 @@ class World(SimWorld):
         return result.report.leftovers
 
 
-def kinds(leftovers) -> dict[StrayKind, list[str]]:
-    found: dict[StrayKind, list[str]] = {k: [] for k in CLEANUP_KINDS}
+def kinds(leftovers) -> dict[LeftoverKind, list[str]]:
+    found: dict[LeftoverKind, list[str]] = {k: [] for k in CLEANUP_KINDS}
     for item in leftovers.items:
         found.setdefault(item.kind, []).append(item.server)
     return found
@@ -162,13 +162,13 @@ def test_an_evacuation_leaves_the_source_s_allocation_and_port_binding(tmp_path)
     migration = world.nova.evacuate(moved, OTHER, at=world.now)
     world.nova.set_migration_status(migration, "completed", at=world.now)
     leftovers = world.leftovers()
-    (allocation,) = leftovers.of(StrayKind.ALLOCATION)
+    (allocation,) = leftovers.of(LeftoverKind.ALLOCATION)
     assert allocation.server == moved and allocation.server_host == OTHER
     assert f"Nova runs server {moved} on {OTHER}" in allocation.reason
-    (port,) = leftovers.of(StrayKind.PORT)
+    (port,) = leftovers.of(LeftoverKind.PORT)
     assert port.command == f"openstack port set --host {OTHER} {port.subject}"
     # NOTE: the summary listing names no connector: a live server's attachment is its host's.
-    assert leftovers.of(StrayKind.ATTACHMENT) == ()
+    assert leftovers.of(LeftoverKind.ATTACHMENT) == ()
 
 
 def test_a_server_here_whose_allocation_was_removed_by_hand(tmp_path):
@@ -176,7 +176,7 @@ def test_a_server_here_whose_allocation_was_removed_by_hand(tmp_path):
     uuid = world.server("unaccounted")
     del world.placement.allocations[world.provider][uuid]
     (missing,) = world.leftovers().items
-    assert (missing.kind, missing.server, missing.missing) == (StrayKind.ALLOCATION, uuid, True)
+    assert (missing.kind, missing.server, missing.missing) == (LeftoverKind.ALLOCATION, uuid, True)
     assert missing.command == f"nova-manage placement heal_allocations --instance {uuid}"
 
 
@@ -189,7 +189,7 @@ def test_a_failed_migration_s_allocation_is_a_leftover_of_its_migration(tmp_path
     (world.instances / uuid).rename(world.instances / "gone")
     del world.placement.allocations[world.provider][uuid]
     leftovers = world.leftovers()
-    (held,) = leftovers.of(StrayKind.ALLOCATION)
+    (held,) = leftovers.of(LeftoverKind.ALLOCATION)
     assert (held.subject, held.server, held.migration) == (record.uuid, uuid, record.uuid)
     assert "(cmp-1 -> cmp-2, error)" in held.reason
 
@@ -241,7 +241,7 @@ def test_a_port_being_bound_and_an_attachment_attaching_or_detaching_are_not_lef
     world.cinder.attachments[0]["status"] = "attaching"
     world.cinder.add_attachment("0b0b0b0b-0000-4000-8000-0000000a77ac", VOLUME, gone, "detaching")
     leftovers = world.leftovers()
-    assert leftovers.of(StrayKind.PORT) == leftovers.of(StrayKind.ATTACHMENT) == ()
+    assert leftovers.of(LeftoverKind.PORT) == leftovers.of(LeftoverKind.ATTACHMENT) == ()
     assert [i.server for i in leftovers.items] == [gone, gone]  # its files and allocation
 
 
@@ -255,8 +255,8 @@ def test_a_service_that_cannot_be_asked_is_not_checked_never_nothing_left(tmp_pa
     world.lost("gone")
     getattr(world, service).fail = fault
     leftovers = world.leftovers()
-    kind = {"neutron": StrayKind.PORT, "cinder": StrayKind.ATTACHMENT,
-            "placement": StrayKind.ALLOCATION}[service]  # fmt: skip
+    kind = {"neutron": LeftoverKind.PORT, "cinder": LeftoverKind.ATTACHMENT,
+            "placement": LeftoverKind.ALLOCATION}[service]  # fmt: skip
     assert leftovers.count(kind) is None
     assert leftovers.not_checked.get(kind)
     others = [k for k in CLEANUP_KINDS if k is not kind]
@@ -280,7 +280,7 @@ def test_a_nova_that_fails_the_lookups_leaves_every_kind_not_checked(tmp_path):
     leftovers = world.leftovers()
     world.agent.nova.lookup = real  # type: ignore[method-assign]
     assert leftovers.items == ()
-    assert set(leftovers.not_checked) == set(StrayKind)
+    assert set(leftovers.not_checked) == set(LeftoverKind)
     assert all("Nova not asked" in why for why in leftovers.not_checked.values())
 
 
@@ -289,8 +289,8 @@ def test_an_unreadable_instances_path_is_not_checked(tmp_path):
     world.lost("gone")
     world.agent.instances_path = str(tmp_path / "no-such-directory")
     leftovers = world.leftovers()
-    assert leftovers.count(StrayKind.FILES) is None
-    assert "cannot read instances_path" in leftovers.not_checked[StrayKind.FILES]
+    assert leftovers.count(LeftoverKind.FILES) is None
+    assert "cannot read instances_path" in leftovers.not_checked[LeftoverKind.FILES]
 
 
 def test_neutron_ignoring_the_host_filter_is_refused(tmp_path):
@@ -301,7 +301,7 @@ def test_neutron_ignoring_the_host_filter_is_refused(tmp_path):
         lambda self, route, query: (200, {"ports": self.ports}), world.neutron
     )
     leftovers = world.leftovers()
-    assert "ignored the binding:host_id filter" in leftovers.not_checked[StrayKind.PORT]
+    assert "ignored the binding:host_id filter" in leftovers.not_checked[LeftoverKind.PORT]
 
 
 # ---------------------------------------------------------------- requests
@@ -382,7 +382,7 @@ def test_hostile_names_under_instances_path_and_from_services_never_reach_a_comm
     world.placement.allocate(world.provider, "`id`", dict(FLAVOR))
     leftovers = world.leftovers()
     assert kinds(leftovers) == {k: [gone] for k in CLEANUP_KINDS}
-    (files,) = leftovers.of(StrayKind.FILES)
+    (files,) = leftovers.of(LeftoverKind.FILES)
     assert files.disk_bytes < 1 << 20  # the link's target is not counted
     for item in leftovers.items:
         assert not set(item.command or "") & set("$`;|&<>\\\n")
@@ -411,18 +411,18 @@ def test_the_metric_counts_each_kind_and_is_nan_for_a_kind_not_checked(tmp_path)
     world.leftovers()
     registry = world.agent.metrics.registry
 
-    def value(kind: StrayKind) -> float | None:
+    def value(kind: LeftoverKind) -> float | None:
         return registry.get_sample_value("nova_orphans_leftovers", {"kind": kind.value})
 
-    assert [value(k) for k in (StrayKind.FILES, StrayKind.PORT, StrayKind.ALLOCATION)] == [
+    assert [value(k) for k in (LeftoverKind.FILES, LeftoverKind.PORT, LeftoverKind.ALLOCATION)] == [
         1.0,
         1.0,
         1.0,
     ]
-    assert math.isnan(value(StrayKind.ATTACHMENT))
+    assert math.isnan(value(LeftoverKind.ATTACHMENT))
     world.cinder.fail = None
     world.leftovers()
-    assert value(StrayKind.ATTACHMENT) == 1.0
+    assert value(LeftoverKind.ATTACHMENT) == 1.0
 
 
 def test_the_fleet_merge_tells_each_trusted_host_s_leftovers_once(tmp_path):
@@ -475,7 +475,7 @@ def test_on_shared_storage_only_this_host_s_servers_directories_are_told(tmp_pat
     deleted_there = world.server("deleted-there", host=OTHER)
     world.files(deleted_there)
     world.nova.local_delete(deleted_there, at=world.now)
-    found = {i.server for i in world.leftovers().of(StrayKind.FILES)}
+    found = {i.server for i in world.leftovers().of(LeftoverKind.FILES)}
     assert found == {gone, elsewhere, deleted_there}
     monkeypatch.setattr(audit, "shared_storage_refusal", lambda path: f"{path} is on nfs")
-    assert [i.server for i in world.leftovers().of(StrayKind.FILES)] == [gone]
+    assert [i.server for i in world.leftovers().of(LeftoverKind.FILES)] == [gone]

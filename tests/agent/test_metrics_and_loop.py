@@ -9,8 +9,8 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from nova_orphans.core.model import Kind
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.model import Kind
 from tests.agent.simworld import SimWorld
 
 

@@ -12,7 +12,7 @@ import urllib.request
 import prometheus_client as prom
 from prometheus_client.parser import text_string_to_metric_families
 
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.record.metrics import FleetMetrics, Metrics
 from tests import tools
 from tests.agent.simworld import SimWorld

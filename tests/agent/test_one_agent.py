@@ -24,7 +24,7 @@ from nova_orphans import cli, exits
 from nova_orphans import demo as demo_world
 from nova_orphans.cli import agent as cli_agent
 from nova_orphans.cli import configure
-from nova_orphans.core.policy import Step
+from nova_orphans.decide.policy import Step
 from nova_orphans.record.journal import Journal, JournalLocked, lock_path
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics

@@ -18,15 +18,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nova_orphans import audit as pipeline
+from nova_orphans import audit
 from nova_orphans.act.actuator import Actuator, Steps
-from nova_orphans.core import gate
-from nova_orphans.core.decide import Decision, Plan
-from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Disk, DomainState, Kind, Selector
-from nova_orphans.core.policy import Action, Step
+from nova_orphans.classify.identity import State, Verdict
+from nova_orphans.decide import gate
+from nova_orphans.decide.plan import Decision, Plan
+from nova_orphans.decide.policy import Action, Step
 from nova_orphans.fakes.nova import Fault
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.model import Disk, DomainState, Kind, Selector
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
@@ -110,7 +110,7 @@ class GateWorld(SimWorld):
         )
         self.combo = combo
         self.cinder = SimCinder()
-        self.agent.services = pipeline.Services(
+        self.agent.services = audit.Services(
             PlacementObserver(SimPlacement()), DangerObserver(self.cinder, SimNeutron())
         )
         if combo["deny"]:

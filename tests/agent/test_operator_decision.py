@@ -16,9 +16,9 @@ import pytest
 
 from nova_orphans import cli, exits
 from nova_orphans.act.quarantine.restore import RestoreRefused
-from nova_orphans.core.model import DomainState, Kind
-from nova_orphans.core.policy import Action
+from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.model import DomainState, Kind
 from tests import report_schema
 from tests.agent.simworld import OTHER, SimWorld
 

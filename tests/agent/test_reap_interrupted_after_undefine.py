@@ -24,12 +24,12 @@ from nova_orphans.act.effects import EffectError
 from nova_orphans.act.live import LiveEffects
 from nova_orphans.act.quarantine import entries
 from nova_orphans.act.quarantine import manifest as manifests
-from nova_orphans.core.classify import classify
-from nova_orphans.core.decide import Decision, Plan
-from nova_orphans.core.gate import SafetyVerdict
-from nova_orphans.core.model import Kind, NovaView
-from nova_orphans.core.policy import Action, Step
+from nova_orphans.classify.guests import classify
+from nova_orphans.decide.gate import SafetyVerdict
+from nova_orphans.decide.plan import Decision, Plan
+from nova_orphans.decide.policy import Action, Step
 from nova_orphans.fakes import libvirt_node as worlds
+from nova_orphans.model import Kind, NovaView
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.record.journal import Journal
 

@@ -10,7 +10,7 @@ import pytest
 
 from nova_orphans.act.quarantine import manifest
 from nova_orphans.act.quarantine.manifest import Manifest
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import SimWorld
 

@@ -12,7 +12,7 @@ import pathlib
 
 import pytest
 
-from nova_orphans.core.model import Disk, Interface, Kind
+from nova_orphans.model import Disk, Interface, Kind
 from tests.agent.simworld import SimWorld
 
 VOLUME = Disk("vdb", "disk", "block", "/dev/disk/by-id/volume", serial="a-cinder-volume")

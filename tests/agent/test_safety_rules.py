@@ -10,10 +10,10 @@ import datetime
 
 import pytest
 
-from nova_orphans.core.model import Disk, Kind
-from nova_orphans.core.policy import Action
+from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.host import unreachable
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.model import Disk, Kind
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from tests.agent.simworld import HOST, OTHER, SimWorld
 

@@ -13,9 +13,9 @@ import pathlib
 import pytest
 
 from nova_orphans import audit
-from nova_orphans.core.model import DangerKind, Disk, Interface, Kind, Selector, Usage
-from nova_orphans.core.policy import Action
+from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
+from nova_orphans.model import DangerKind, Disk, Interface, Kind, Selector, Usage
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.placement import PlacementObserver
 from tests.agent.simworld import OTHER, SimWorld

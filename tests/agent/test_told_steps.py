@@ -15,9 +15,9 @@ import json
 import pytest
 
 from nova_orphans import audit
-from nova_orphans.core import told
-from nova_orphans.core.model import Kind, Selector
-from nova_orphans.core.strays import Held, StrayKind
+from nova_orphans.classify.leftover import Held, LeftoverKind
+from nova_orphans.decide import told
+from nova_orphans.model import Kind, Selector
 from nova_orphans.observe import mounts
 from nova_orphans.record.entries import QuarantineEntry
 from nova_orphans.render import host as render_host
@@ -30,7 +30,9 @@ CONTAINER = "c0c0c0c0-0000-4000-8000-0000000000c0"
 
 def ports(world: World) -> dict[str, object]:
     found = world.leftovers()
-    return {i.subject: i for i in (*found.of(StrayKind.PORT), *found.of(StrayKind.FOREIGN_PORT))}
+    return {
+        i.subject: i for i in (*found.of(LeftoverKind.PORT), *found.of(LeftoverKind.FOREIGN_PORT))
+    }
 
 
 def test_a_container_s_port_is_a_foreign_port_and_never_gets_a_command(tmp_path):
@@ -41,7 +43,7 @@ def test_a_container_s_port_is_a_foreign_port_and_never_gets_a_command(tmp_path)
         HOST, zone="kuryr",
     )  # fmt: skip
     (item,) = ports(world).values()
-    assert (item.kind, item.command, item.held_by) == (StrayKind.FOREIGN_PORT, None, Held.OWNER)
+    assert (item.kind, item.command, item.held_by) == (LeftoverKind.FOREIGN_PORT, None, Held.OWNER)
     assert "'compute:kuryr' names no zone of Nova's" in item.reason
 
 
@@ -51,7 +53,7 @@ def test_a_nova_owned_port_of_a_device_nova_never_knew_here_is_foreign(tmp_path)
         "c2c2c2c2-0000-4000-8000-0000000000c2", "fa:16:3e:00:00:c2", CONTAINER, (), HOST
     )
     (item,) = ports(world).values()
-    assert (item.kind, item.command) == (StrayKind.FOREIGN_PORT, None)
+    assert (item.kind, item.command) == (LeftoverKind.FOREIGN_PORT, None)
     assert f"Nova never knew {CONTAINER} here" in item.reason
 
 
@@ -60,7 +62,7 @@ def test_an_archived_server_whose_directory_is_here_keeps_its_port_told_with_an_
     gone = world.lost("gone")
     world.nova.archive()
     (item,) = ports(world).values()
-    assert (item.kind, item.server) == (StrayKind.PORT, gone)
+    assert (item.kind, item.server) == (LeftoverKind.PORT, gone)
     assert item.command == f"openstack port unset --host {item.subject}"
 
 
@@ -69,7 +71,7 @@ def test_a_shelved_offloaded_server_s_port_is_unbound_never_deleted(tmp_path):
     uuid = world.server("shelved", domain=False)
     world.nova.shelve_offload(uuid, at=world.now)
     (item,) = ports(world).values()
-    assert (item.kind, item.server) == (StrayKind.PORT, uuid)
+    assert (item.kind, item.server) == (LeftoverKind.PORT, uuid)
     assert item.command == f"openstack port unset --host {item.subject}"
     assert "delete" not in item.command
 
@@ -100,7 +102,7 @@ def test_an_allocation_on_a_provider_found_by_name_with_another_uuid_gets_no_com
     world.placement.providers.clear()
     world.placement.add_provider(HOST, impostor, INVENTORY, {})
     world.placement.allocate(impostor, world.lost("gone-too"), dict(FLAVOR))
-    (item,) = world.leftovers().of(StrayKind.ALLOCATION)
+    (item,) = world.leftovers().of(LeftoverKind.ALLOCATION)
     assert (item.command, item.held_by) == (None, Held.PROVIDER)
     assert f"provider {impostor} is not the proven compute node" in (item.why or "")
 
@@ -109,7 +111,7 @@ def test_an_attachment_made_through_another_host_s_connector_gets_no_command(tmp
     world = World(tmp_path)
     gone = world.lost("gone")
     world.cinder.connectors = {k: OTHER for k in world.cinder.connectors}
-    (item,) = world.leftovers().of(StrayKind.ATTACHMENT)
+    (item,) = world.leftovers().of(LeftoverKind.ATTACHMENT)
     assert (item.server, item.command, item.held_by) == (gone, None, Held.OWNER)
     assert f"host '{OTHER}''s connector" in (item.why or "")
 
@@ -147,9 +149,9 @@ def test_a_live_quarantine_entry_keeps_its_files_and_withholds_the_server_s_comm
     world.journal.add_quarantine(entry)
     found = world.leftovers()
     mine = [i for i in found.items if i.server == uuid]
-    assert {i.kind for i in mine} >= {StrayKind.FILES, StrayKind.PORT}
+    assert {i.kind for i in mine} >= {LeftoverKind.FILES, LeftoverKind.PORT}
     assert all(i.command is None and i.held_by is Held.QUARANTINE for i in mine)
-    (files,) = [i for i in mine if i.kind is StrayKind.FILES]
+    (files,) = [i for i in mine if i.kind is LeftoverKind.FILES]
     assert files.why == f"kept for quarantine entry {entry.path} (reaped {entry.reaped_at})"
 
 
@@ -176,7 +178,7 @@ def test_a_leftover_is_pending_until_seen_in_enough_looks_across_the_grace_perio
         world.now += datetime.timedelta(seconds=300)
     # NOTE: 3 looks by the third, but only 720 s of the 900 s grace period.
     assert seen == [{(Held.PENDING, 1)}, {(Held.PENDING, 2)}, {(Held.PENDING, 3)}, {(None, 4)}]
-    (files,) = world.leftovers().of(StrayKind.FILES)
+    (files,) = world.leftovers().of(LeftoverKind.FILES)
     assert files.command and files.command.startswith("rm -r -- ")
 
 
@@ -251,10 +253,10 @@ def test_in_a_container_files_get_a_command_only_with_the_host_s_path(tmp_path, 
     world = World(tmp_path / "w")
     world.agent.host_instances_path = None
     world.lost("gone")
-    (files,) = world.leftovers().of(StrayKind.FILES)
+    (files,) = world.leftovers().of(LeftoverKind.FILES)
     assert (files.command, files.held_by) == (None, Held.PATH)
     world.agent.host_instances_path = "/srv/kolla/nova/instances"
-    (files,) = world.leftovers().of(StrayKind.FILES)
+    (files,) = world.leftovers().of(LeftoverKind.FILES)
     assert files.command == f"rm -r -- /srv/kolla/nova/instances/{files.server}"
 
 

@@ -17,12 +17,12 @@ from typing import Any
 import harness
 import pytest
 
-from nova_orphans.core.fleet import classify_fleet
-from nova_orphans.core.model import Domain, DomainState, Finding
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import audit as fleet
 from nova_orphans.fleet.scan import HostScan
+from nova_orphans.fleet.split_brain import classify_fleet
+from nova_orphans.model import Domain, DomainState, Finding
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver
 from tests import report_schema

@@ -21,11 +21,11 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
 from nova_orphans import config
+from nova_orphans.classify.guests import classify
 from nova_orphans.cli import agent as cli_agent
-from nova_orphans.core.classify import classify
-from nova_orphans.core.model import Domain, DomainState, Finding, NovaMetadata
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova_reference import reference_observe
+from nova_orphans.model import Domain, DomainState, Finding, NovaMetadata
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.session import KeystoneTransport
 from nova_orphans.observe.nova.tracker import NovaTracker

@@ -21,10 +21,10 @@ from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.cli import common
 from nova_orphans.cli import fleet as fleet_cli
-from nova_orphans.core.model import Kind
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fleet import reports
+from nova_orphans.model import Kind
 from tests import report_schema
 
 SPLIT = "aaaaaaaa-0000-4000-8000-00000000000a"

@@ -16,11 +16,11 @@ import pytest
 from nova_orphans import cli, config, exits
 from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
-from nova_orphans.core.model import Domain, Kind
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fleet.audit import FleetReport
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
+from nova_orphans.model import Domain, Kind
 from nova_orphans.observe.errors import NovaError
 from nova_orphans.render import fleet as render
 from tests import report_schema

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import libvirt
 import pytest
 
-from nova_orphans.core import model
+from nova_orphans import model
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
 from nova_orphans.observe.domain_xml import NOVA_NS_1_1

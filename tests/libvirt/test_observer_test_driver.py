@@ -9,7 +9,7 @@ from typing import Any
 import libvirt
 import pytest
 
-from nova_orphans.core import model
+from nova_orphans import model
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import errors, hypervisor
 

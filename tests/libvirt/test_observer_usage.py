@@ -8,8 +8,7 @@ from typing import Any
 
 import libvirt
 
-from nova_orphans import virt
-from nova_orphans.core import model
+from nova_orphans import model, virt
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import hypervisor
 

@@ -15,7 +15,7 @@ import pathlib
 import pytest
 
 from nova_orphans import cli, exits
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
 from nova_orphans.record.journal import Journal
 from nova_orphans.render import fleet as render

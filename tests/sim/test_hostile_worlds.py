@@ -16,9 +16,10 @@ import itertools
 import pytest
 
 from nova_orphans.act import images
-from nova_orphans.core import decide as decide_module
-from nova_orphans.core import fleet_reports, identity
-from nova_orphans.core.model import Kind
+from nova_orphans.classify import identity
+from nova_orphans.decide import plan as decide_module
+from nova_orphans.fleet import merge
+from nova_orphans.model import Kind
 from nova_orphans.observe.nova import tracker as nova_tracker
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.sim import checks, trial
@@ -240,12 +241,12 @@ def test_a_forged_report_never_hides_the_hosts_orphans(forgery):
 
 @pytest.mark.parametrize("forgery", FORGERIES)
 def test_a_merge_that_trusts_every_report_breaks_the_fleet_invariant(forgery, monkeypatch):
-    real = fleet_reports._standing
+    real = merge._standing
 
     def trusting(seen, bad, known, now, max_age, skew):  # type: ignore[no-untyped-def]
         if seen is None:
             return real(seen, bad, known, now, max_age, skew)
-        return fleet_reports.Standing.TRUSTED, []
+        return merge.Standing.TRUSTED, []
 
     monkeypatch.setattr(fleet_reports, "_standing", trusting)
     found = trial.replay(fleet(forgery)).violations

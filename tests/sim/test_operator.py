@@ -13,11 +13,11 @@ import pytest
 import nova_orphans.agent as agent_module
 from nova_orphans import audit, config
 from nova_orphans.act.quarantine import restore as restore_module
+from nova_orphans.classify import identity
 from nova_orphans.config import strict
-from nova_orphans.core import decide as decide_module
-from nova_orphans.core import identity
-from nova_orphans.core.holds import Hold
-from nova_orphans.core.policy import Policy
+from nova_orphans.decide import plan as decide_module
+from nova_orphans.decide.holds import Hold
+from nova_orphans.decide.policy import Policy
 from nova_orphans.record import lock
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim import checks, operator, trial

@@ -14,8 +14,8 @@ import pytest
 from nova_orphans.act.actuator import Actuator
 from nova_orphans.act.quarantine import retention
 from nova_orphans.act.quarantine.manifest import Kept
-from nova_orphans.core import classify as classify_module
-from nova_orphans.core.decide import Plan
+from nova_orphans.classify import guests as classify_module
+from nova_orphans.decide.plan import Plan
 from nova_orphans.fakes.host import SimulatedEffects
 from nova_orphans.observe.nova import paging
 from nova_orphans.observe.nova.observer import NovaObserver
@@ -353,7 +353,7 @@ def test_an_observer_that_ignores_the_hosts_down_cell_breaks_the_classification_
     # and the identity check (the host's node is in the down cell too) would abort the cycle
     # first, so it is taken out as well: this test is about the classification invariant.
     from nova_orphans import audit
-    from nova_orphans.core import identity
+    from nova_orphans.classify import identity
 
     monkeypatch.setattr(NovaObserver, "require_cells_answer", lambda self, host=None: None)
     monkeypatch.setattr(

@@ -61,3 +61,27 @@ def test_a_module_without_a_folder_is_in_the_folder_before_it() -> None:
         "act/effects.py",
         "act/audit.py",
     ]
+
+
+#: A folder or top-level module named in doc/source/internals.md's list: ``nova_orphans/x/``.
+INTERNALS_ENTRY = re.compile(r"`nova_orphans/([\w]+/|[\w]+\.py)`|`([\w]+\.py)`")
+
+
+def test_the_internals_page_names_every_folder_and_top_level_module_of_the_package():
+    """doc/source/internals.md's map cannot drift from the package: each folder of it and each
+    top-level module is named there, and nothing it names is missing."""
+    text = (ROOT / "doc" / "source" / "internals.md").read_text()
+    body = text[text.index("- `nova_orphans/") :]
+    named: set[str] = set()
+    for line in body.splitlines():
+        if not line.startswith("- `nova_orphans/"):
+            continue
+        head = line.split(" — ")[0]
+        for folder_or_module, module in INTERNALS_ENTRY.findall(head):
+            named.add(folder_or_module or module)
+    present = {
+        p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
+    present |= {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py",)}
+    assert sorted(present - named) == [], "name them in doc/source/internals.md"
+    assert sorted(named - present) == [], "doc/source/internals.md names what is not there"

@@ -18,8 +18,8 @@ from typing import Any
 
 from nova_orphans import exits
 from nova_orphans.act.quarantine import paths
-from nova_orphans.core.model import Kind
 from nova_orphans.exceptions import NovaOrphansError, one_line
+from nova_orphans.model import Kind
 from nova_orphans.record.entries import STAMP_FORMAT
 
 MANIFEST_FILE = "manifest.json"

@@ -24,10 +24,10 @@ from nova_orphans.act.actuator import Steps
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import entries, files, paths
 from nova_orphans.act.quarantine import manifest as manifests
-from nova_orphans.core.holds import Hold, restore_verdict
-from nova_orphans.core.model import Kind
-from nova_orphans.core.policy import Step
+from nova_orphans.decide.holds import Hold, restore_verdict
+from nova_orphans.decide.policy import Step
 from nova_orphans.exceptions import NovaOrphansError, one_line
+from nova_orphans.model import Kind
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry

@@ -15,8 +15,8 @@ import os
 
 from nova_orphans.act.actuator import Actuator
 from nova_orphans.act.quarantine import entries
-from nova_orphans.core.policy import Policy, Step
-from nova_orphans.core.sightings import counts_after
+from nova_orphans.decide.policy import Policy, Step
+from nova_orphans.decide.sightings import counts_after
 from nova_orphans.record.entries import QuarantineEntry, RetentionSighting
 from nova_orphans.record.journal import Journal
 

@@ -8,13 +8,13 @@ lacks what the credentials' policy hides raises ``NovaError`` (docs/design.md ru
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import tenacity
 
-from nova_orphans.core.model import Migration, Server
+from nova_orphans import shapes
+from nova_orphans.model import Migration, Server
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
@@ -23,6 +23,7 @@ from nova_orphans.observe.errors import (
     NovaForbidden,
     NovaUnreachable,
 )
+from nova_orphans.shapes import UUID
 
 #: 2.69: a cell Nova cannot reach answers ``GET /servers/{id}`` with a partial
 #: record and ``GET /os-services`` with status UNKNOWN, instead of an error the
@@ -41,7 +42,6 @@ FILTERS_RULE = "os_compute_api:servers:allow_all_filters"
 SERVER_HOST_RULE = "os_compute_api:os-extended-server-attributes"
 MIGRATION_HOST_RULE = "os_compute_api:os-migrations:index:host"
 SERVER_MIGRATION_HOST_RULE = "os_compute_api:servers:migrations:index:host"
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 class Transport(Protocol):
@@ -117,7 +117,7 @@ def list_in(body: Any, key: str, request: str) -> list[dict[str, Any]]:
 def uuid_of(item: dict[str, Any]) -> str:
     """The server's id, checked; a partial record (a cell Nova cannot reach) raises."""
     uuid = str(item.get("id", ""))
-    if not _UUID.match(uuid):
+    if not UUID.fullmatch(uuid):
         raise NovaBadAnswer(request="a server listing", reason=f"server id {uuid!r} is no UUID")
     if item.get("status") == "UNKNOWN" and "OS-EXT-STS:vm_state" not in item:
         # NOTE: views/servers.py _show_from_down_cell (basic: id, status UNKNOWN,
@@ -159,7 +159,7 @@ def parse_migration(item: dict[str, Any], host_rule: str = MIGRATION_HOST_RULE) 
     ``host_rule``: the policy rule without which Nova blanks the migration's hosts.
     """
     uuid = str(item.get("instance_uuid", ""))
-    if not _UUID.match(uuid):
+    if not UUID.fullmatch(uuid):
         raise NovaBadAnswer(request="the migration listing", reason=f"bad instance {uuid!r}")
     if not item.get("source_compute") and not item.get("dest_compute"):
         # NOTE: every migration Nova records has a source host; without host_rule Nova
@@ -177,7 +177,7 @@ def parse_migration(item: dict[str, Any], host_rule: str = MIGRATION_HOST_RULE) 
         status=str(item.get("status", "")),
         created_at=item.get("created_at"),
         updated_at=item.get("updated_at"),
-        uuid=migration if _UUID.fullmatch(migration := str(item.get("uuid") or "")) else None,
+        uuid=migration if UUID.fullmatch(migration := str(item.get("uuid") or "")) else None,
     )
 
 
@@ -191,7 +191,6 @@ def parse_time(value: Any) -> datetime.datetime | None:
     if not value:
         return None
     try:
-        parsed = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return shapes.parse_time(value)
     except ValueError as exc:
         raise NovaBadAnswer(request="a server listing", reason=f"bad time {value!r}") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)

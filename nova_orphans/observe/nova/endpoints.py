@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from nova_orphans.core.model import Migration, Server
+from nova_orphans.model import Migration, Server
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown
 from nova_orphans.observe.nova.api import (
     FILTERS_RULE,

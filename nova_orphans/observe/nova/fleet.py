@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
-from nova_orphans.core.model import Migration, NovaView, Server
+from nova_orphans.model import Migration, NovaView, Server
 from nova_orphans.observe.nova.api import parse_migration
 from nova_orphans.observe.nova.observer import NovaObserver
 

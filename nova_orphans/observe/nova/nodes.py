@@ -17,7 +17,7 @@ import uuid as uuidlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nova_orphans.core.identity import LocalComputeId, NovaNode
+from nova_orphans.classify.identity import LocalComputeId, NovaNode
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver

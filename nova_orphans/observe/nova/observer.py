@@ -13,7 +13,7 @@ import concurrent.futures
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nova_orphans.core.model import Migration, NovaView, Server, managed_here
+from nova_orphans.model import Migration, NovaView, Server, managed_here
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import Transport, parse_migration
 from nova_orphans.observe.nova.endpoints import NovaEndpoints

@@ -6,7 +6,7 @@ about this host: its plain listing (a server of the last view missing from it le
 changes of its servers since the last look (``changes-since`` returns changed and deleted
 rows), ``GET /servers/{id}`` of each kept record of a server elsewhere or of none, and
 a lookup for each new domain and each domain of a server that left or changed; the last
-view's record of every other domain still holds (``core/nova_delta.py``). Nothing it asks
+view's record of every other domain still holds (``classify/nova_delta.py``). Nothing it asks
 grows with the other hosts, their servers or their changes. docs/design.md §8 ("Incremental
 agent cycles") gives the requests and why each holds.
 
@@ -45,14 +45,14 @@ import datetime
 import logging
 from collections.abc import Iterable, Sequence
 
-from nova_orphans.core.model import NovaView, Server
-from nova_orphans.core.nova_delta import (
+from nova_orphans.classify.nova_delta import (
     FULL_LOOK_EVERY,
     Baseline,
     Update,
     bring_up_to_date,
     to_watch,
 )
+from nova_orphans.model import NovaView, Server
 from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import parse_server
 from nova_orphans.observe.nova.observer import NovaObserver

@@ -4,7 +4,7 @@ Requests: one ``GET /volumes/{id}`` per volume an orphan's disks are (Cinder's
 listing filters are configurable per deployment, the id lookup is not), and one
 ``GET /v2.0/ports?mac_address=A&mac_address=B...`` for all the orphans' MACs (every page).
 Each check fails closed on its own: its error is kept in ``Facts`` and the
-findings concerned get a danger ``unknown`` (``core/danger.py``).
+findings concerned get a danger ``unknown`` (``classify/danger.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from nova_orphans.core import danger
-from nova_orphans.core.model import Finding
+from nova_orphans.classify import danger
+from nova_orphans.model import Finding
 from nova_orphans.observe.services.client import Client, ServiceError, get_json, pages
 
 

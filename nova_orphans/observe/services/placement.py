@@ -10,7 +10,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from nova_orphans.core.cost import PlacementAnswer, ProviderView, Resource
+from nova_orphans.classify.cost import PlacementAnswer, ProviderView, Resource
 from nova_orphans.observe.services.client import Client, ServiceError, get_json
 
 

@@ -15,10 +15,11 @@ from collections.abc import Callable
 
 import pytest
 
+from nova_orphans import model
 from nova_orphans.act import live
 from nova_orphans.act.effects import EffectError
 from nova_orphans.act.quarantine import files, paths
-from nova_orphans.core import leftovers, model
+from nova_orphans.classify import remnants
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.record.entries import QuarantineEntry
 
@@ -454,7 +455,7 @@ def test_leftovers_list_storage_outside_the_instance_directory_and_taps() -> Non
             model.Interface("vhostuser", "fa:16:3e:00:00:02", None, "/run/vhu.sock"),
         ),
     )
-    assert leftovers.leftovers(domain, instances) == [
+    assert remnants.remnants(domain, instances) == [
         "disk vdb: network rbd rbd:volumes/volume-1",
         "disk vdc: block device /dev/nova-vg/lv-1 (LVM, iSCSI or FC)",
         "disk vdd: network iscsi iscsi:iqn.2010-10.org:vol/1",
@@ -466,4 +467,4 @@ def test_leftovers_list_storage_outside_the_instance_directory_and_taps() -> Non
 
 def test_a_diskless_guest_without_network_leaves_nothing() -> None:
     domain = model.Domain(UUID, "x", model.DomainState.SHUTOFF, True, False)
-    assert leftovers.leftovers(domain, "/var/lib/nova/instances") == []
+    assert remnants.remnants(domain, "/var/lib/nova/instances") == []

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_orphans.core.classify import classify
-from nova_orphans.core.model import (
+from nova_orphans.classify.guests import classify
+from nova_orphans.model import (
     Domain,
     DomainState,
     Kind,

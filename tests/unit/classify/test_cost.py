@@ -1,10 +1,10 @@
-"""What non-managed guests cost, beside Placement's view of the host (``core/cost.py``)."""
+"""What non-managed guests cost, beside Placement's view of the host (``classify/cost.py``)."""
 
 from __future__ import annotations
 
-from nova_orphans.core import cost
-from nova_orphans.core.cost import PlacementAnswer, ProviderView, Resource
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, Usage
+from nova_orphans.classify import cost
+from nova_orphans.classify.cost import PlacementAnswer, ProviderView, Resource
+from nova_orphans.model import Domain, DomainState, Finding, Kind, Usage
 
 GIB = 1024**3
 

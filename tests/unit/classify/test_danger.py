@@ -1,4 +1,4 @@
-"""What an orphan endangers, from Cinder's and Neutron's facts (``core/danger.py``)."""
+"""What an orphan endangers, from Cinder's and Neutron's facts (``classify/danger.py``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from nova_orphans.core import danger
-from nova_orphans.core.danger import Attachment, Facts, Port, Volume
-from nova_orphans.core.model import Disk, Domain, DomainState, Finding, Interface, Kind
+from nova_orphans.classify import danger
+from nova_orphans.classify.danger import Attachment, Facts, Port, Volume
+from nova_orphans.model import Disk, Domain, DomainState, Finding, Interface, Kind
 
 HOST = "cmp-1"
 ME = "11111111-0000-4000-8000-000000000001"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_orphans.core.identity import (
+from nova_orphans.classify.identity import (
     Check,
     CheckStatus,
     LibvirtIdentity,

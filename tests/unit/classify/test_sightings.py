@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
-from nova_orphans.core.sightings import next_sightings
+from nova_orphans.decide.sightings import next_sightings
+from nova_orphans.model import Domain, DomainState, Finding, Kind, NovaMetadata
 
 T0 = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 INTERVAL = 600.0

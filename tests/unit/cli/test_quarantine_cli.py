@@ -501,7 +501,7 @@ def test_the_agents_retention_purge_fails_an_entry_not_to_be_trusted(state: Stat
     from nova_orphans.act import live
     from nova_orphans.act.actuator import Actuator
     from nova_orphans.act.quarantine import retention
-    from nova_orphans.core.gate import SafetyVerdict
+    from nova_orphans.decide.gate import SafetyVerdict
 
     (state.root / "victim").write_bytes(b"precious")
     clean = state.entry(YOUNG, 20, journal=True)
@@ -535,7 +535,7 @@ def test_history_and_quarantine_list_json_are_versioned_documents_of_the_schema(
     state: State, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Both print one document: ``schema_version``, ``tool_version`` and their rows."""
-    from nova_orphans.core.model import Kind
+    from nova_orphans.model import Kind
     from nova_orphans.version import tool_version
 
     state.entry(OLD, 2, journal=True)

@@ -10,7 +10,7 @@ import pytest
 
 from nova_orphans import config
 from nova_orphans.config import nova_compute
-from nova_orphans.core.leftovers import DEFAULT_INSTANCES_PATH
+from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
 
 
 def write(path: pathlib.Path, text: str) -> str:

@@ -7,11 +7,11 @@ import datetime
 
 import pytest
 
-from nova_orphans.core.decide import decide
-from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata, Selector
-from nova_orphans.core.policy import Action, Policy, Step
-from nova_orphans.core.sightings import Sighting
+from nova_orphans.classify.identity import State, Verdict
+from nova_orphans.decide.plan import decide
+from nova_orphans.decide.policy import Action, Policy, Step
+from nova_orphans.decide.sightings import Sighting
+from nova_orphans.model import Domain, DomainState, Finding, Kind, NovaMetadata, Selector
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 HOUR = datetime.timedelta(hours=1)
@@ -196,7 +196,7 @@ def test_a_guest_deleted_long_ago_waits_a_whole_grace_of_cycles_from_its_first_s
     """docs/design.md rules 4 and 15: deleted 10 h ago, first seen a minute ago. The
     wall-clock grace (from Nova's deletion) has passed; the grace's cycles, counted from
     the first sighting, have not; once they have, the guest is stopped."""
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     server = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, True, NOW - 10 * HOUR)
     f = Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
@@ -211,7 +211,7 @@ def test_a_guest_deleted_long_ago_waits_a_whole_grace_of_cycles_from_its_first_s
 
 
 def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     server = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - HOUR / 60)
     f = Finding(U, "vm", Kind.MISPLACED, "why", finding().domain, server)
@@ -230,7 +230,7 @@ def test_misplaced_grace_also_runs_from_novas_last_change_of_the_server():
 
 
 def deleted_at(when):
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     server = Server(U, "vm", "cmp-1", "DELETED", "deleted", None, True, when)
     return Finding(U, "vm", Kind.DELETED, "why", finding().domain, server)
@@ -253,14 +253,14 @@ def test_the_whole_grace_needs_its_cycles_even_for_a_guest_deleted_before_its_fi
 
 
 def lost(uuid: str) -> Finding:
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     server = Server(uuid, "vm", "cmp-1", "ACTIVE", "active", None)
     return Finding(uuid, "vm", Kind.LOST, "no such domain", None, server)
 
 
 def misplaced() -> Finding:
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     server = Server(U, "vm", "cmp-2", "ACTIVE", "active", None, updated_at=NOW - 10 * HOUR)
     return Finding(U, "vm", Kind.MISPLACED, "Nova runs it on cmp-2", finding().domain, server)
@@ -357,7 +357,7 @@ def test_structural_brakes(findings, nova_guests, servers_here, brakes, words):
 def test_a_deny_listed_server_of_this_host_is_shared_by_both_views():
     """A guest the operator deny-listed is a finding (protected), yet Nova places it here:
     one orphan beside it is not a view that shares nothing (docs/design.md rule 3)."""
-    from nova_orphans.core.model import Server
+    from nova_orphans.model import Server
 
     denied = "dddddddd-0000-4000-8000-00000000000d"
     server = Server(denied, "db", "cmp-1", "ACTIVE", "active", None)

@@ -7,17 +7,17 @@ import datetime
 
 import pytest
 
-from nova_orphans.core.decide import decide
-from nova_orphans.core.holds import (
+from nova_orphans.classify.identity import State, Verdict
+from nova_orphans.decide.holds import (
     Hold,
     LastStep,
     restore_verdict,
     started_by_someone_else,
 )
-from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata, Server
-from nova_orphans.core.policy import Action, Policy, Step
-from nova_orphans.core.sightings import Sighting
+from nova_orphans.decide.plan import decide
+from nova_orphans.decide.policy import Action, Policy, Step
+from nova_orphans.decide.sightings import Sighting
+from nova_orphans.model import Domain, DomainState, Finding, Kind, NovaMetadata, Server
 
 NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
 HOUR = datetime.timedelta(hours=1)

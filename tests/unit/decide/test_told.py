@@ -1,4 +1,4 @@
-"""docs/design.md rule 22: a command the tool prints is a step; ``core/told.py`` writes it only
+"""docs/design.md rule 22: a command the tool prints is a step; ``decide/told.py`` writes it only
 when every proof holds, and otherwise tells the leftover with ``held_by`` and ``why``."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from nova_orphans.core import told
-from nova_orphans.core.gate import SafetyVerdict
-from nova_orphans.core.model import NovaView, Server
-from nova_orphans.core.strays import Held, Leftover, Leftovers, Remedy, StrayKind, Verb
+from nova_orphans.classify.leftover import Held, Leftover, LeftoverKind, Leftovers, Remedy, Verb
+from nova_orphans.decide import told
+from nova_orphans.decide.gate import SafetyVerdict
+from nova_orphans.model import NovaView, Server
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 HOST = "cmp-1"
@@ -28,17 +28,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 def item(verb: Verb, **remedy: str) -> Leftover:
     kind = {
-        Verb.REMOVE_FILES: StrayKind.FILES,
-        Verb.UNBIND_PORT: StrayKind.PORT,
-        Verb.REBIND_PORT: StrayKind.PORT,
-        Verb.DELETE_ATTACHMENT: StrayKind.ATTACHMENT,
-        Verb.UNSET_ALLOCATION: StrayKind.ALLOCATION,
-        Verb.HEAL_ALLOCATION: StrayKind.ALLOCATION,
+        Verb.REMOVE_FILES: LeftoverKind.FILES,
+        Verb.UNBIND_PORT: LeftoverKind.PORT,
+        Verb.REBIND_PORT: LeftoverKind.PORT,
+        Verb.DELETE_ATTACHMENT: LeftoverKind.ATTACHMENT,
+        Verb.UNSET_ALLOCATION: LeftoverKind.ALLOCATION,
+        Verb.HEAL_ALLOCATION: LeftoverKind.ALLOCATION,
     }[verb]
     target = {Verb.REMOVE_FILES: SERVER, Verb.DELETE_ATTACHMENT: ATTACHMENT}.get(verb, PORT)
-    if kind is StrayKind.ALLOCATION:
+    if kind is LeftoverKind.ALLOCATION:
         target = SERVER
-    subject = f"/var/lib/nova/instances/{SERVER}" if kind is StrayKind.FILES else target
+    subject = f"/var/lib/nova/instances/{SERVER}" if kind is LeftoverKind.FILES else target
     return Leftover(kind, subject, SERVER, "Nova deleted it", Remedy(verb, target, **remedy))
 
 
@@ -151,7 +151,7 @@ def test_files_get_no_command_where_the_host_s_path_is_not_known() -> None:
 
 
 def test_a_leftover_without_a_step_is_told_and_never_given_a_command() -> None:
-    foreign = Leftover(StrayKind.FOREIGN_PORT, PORT, None, "its owner is compute:kuryr")
+    foreign = Leftover(LeftoverKind.FOREIGN_PORT, PORT, None, "its owner is compute:kuryr")
     (found,) = tell((foreign,))
     assert (found.command, found.held_by) == (None, Held.OWNER)
 
@@ -236,4 +236,4 @@ def test_every_printed_command_is_written_in_one_module() -> None:
         for path in (ROOT / "nova_orphans").rglob("*.py")
         if any(COMMAND_TEXT.search(text) for text in _strings(path))
     )
-    assert writers == ["nova_orphans/core/told.py"], writers
+    assert writers == ["nova_orphans/decide/told.py"], writers

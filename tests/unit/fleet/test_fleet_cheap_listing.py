@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from nova_orphans.core.fleet import classify_fleet
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, Selector
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet.audit import fleet_audit
 from nova_orphans.fleet.scan import HostScan
+from nova_orphans.fleet.split_brain import classify_fleet
+from nova_orphans.model import Domain, DomainState, Finding, Kind, Selector
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver

@@ -9,8 +9,8 @@ import pathlib
 
 import pytest
 
-from nova_orphans.core.fleet_reports import BadReport, PerHostReport
 from nova_orphans.fleet import report_json, reports
+from nova_orphans.fleet.merge import BadReport, PerHostReport
 
 REPORT = {"host": "cmp-1", "checked_at": "2026-01-01T00:00:00+00:00", "domains": [], "findings": []}
 

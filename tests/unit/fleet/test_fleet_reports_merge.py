@@ -11,8 +11,8 @@ import datetime
 
 import pytest
 
-from nova_orphans.core import fleet_reports as core
-from nova_orphans.core.model import DomainState, Kind, Migration, Server
+from nova_orphans.fleet import merge as core
+from nova_orphans.model import DomainState, Kind, Migration, Server
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
 MAX_AGE = datetime.timedelta(minutes=30)

@@ -7,8 +7,9 @@ import datetime
 
 import pytest
 
-from nova_orphans.core.fleet import classify_fleet, running_copies
-from nova_orphans.core.model import (
+from nova_orphans.fakes.nova_reference import nova_view_for
+from nova_orphans.fleet.split_brain import classify_fleet, running_copies
+from nova_orphans.model import (
     Domain,
     DomainState,
     Kind,
@@ -17,7 +18,6 @@ from nova_orphans.core.model import (
     Selector,
     Server,
 )
-from nova_orphans.fakes.nova_reference import nova_view_for
 
 UUID = "0b9c1a52-8f4e-4a4e-9d7c-1f2e3d4c5b6a"
 OTHER = "5d8e7f6a-1b2c-4d3e-8f9a-0b1c2d3e4f5a"

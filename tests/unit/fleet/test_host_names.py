@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_orphans.core.hostname import NotAHostName, check_host_name
+from nova_orphans.fleet.hostname import NotAHostName, check_host_name
 from nova_orphans.fleet.scan import uri_for
 
 GOOD = (

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
-from nova_orphans.core.classify import classify
-from nova_orphans.core.model import Domain, DomainState, NovaMetadata, NovaView, Selector
+from nova_orphans.classify.guests import classify
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_observe
+from nova_orphans.model import Domain, DomainState, NovaMetadata, NovaView, Selector
 from nova_orphans.observe.errors import NovaBadAnswer, NovaError
 from nova_orphans.observe.nova.observer import BULK_LOOKUP_FROM, NovaObserver
 

@@ -34,5 +34,5 @@ def test_a_next_link_that_does_not_go_on_fails_the_lookup():
         return status, body
 
     broken.answer = looping  # type: ignore[method-assign]
-    with pytest.raises(ServiceError, match="twice|did not end"):
+    with pytest.raises(ServiceError, match=r"twice|did not end"):
         DangerObserver(SimCinder(), broken).ports_with(MACS)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nova_orphans.core import model
+from nova_orphans import model
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.observe import domain_xml
 

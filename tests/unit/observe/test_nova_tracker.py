@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-from nova_orphans.core.classify import classify
-from nova_orphans.core.model import Domain, DomainState, NovaMetadata, Selector
+from nova_orphans.classify.guests import classify
 from nova_orphans.fakes.nova import Fault, SimulatedNova
+from nova_orphans.model import Domain, DomainState, NovaMetadata, Selector
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import NovaTracker

@@ -246,7 +246,7 @@ def test_leftovers_one_line_per_kind_and_listed_with_their_commands(tmp_path, cl
     rule 22's proofs: the node pinned, seen in the one look asked for."""
     uri = orphan_world(tmp_path, cloud)
     node = cloud.nova.computes["cmp-1"].node_uuid
-    proofs = f"[leftovers]\nsightings_required = 1\ngrace_period = 0\n"
+    proofs = "[leftovers]\nsightings_required = 1\ngrace_period = 0\n"
     conf = config(tmp_path, cloud, proofs)
     pathlib.Path(conf).write_text(
         pathlib.Path(conf).read_text().replace("[agent]", f"compute_node_uuid = {node}\n[agent]")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from nova_orphans.core.strays import StrayKind
+from nova_orphans.classify.leftover import LeftoverKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.observe.services.client import MAX_PAGES, ServiceError
-from nova_orphans.observe.services.strays import HostPorts, StrayObserver
+from nova_orphans.observe.services.leftovers import HostPorts, LeftoverObserver
 
 HOST, SOURCE, OTHER = "cmp-1", "cmp-0", "cmp-2"
 SERVER = "5e5e5e5e-0000-4000-8000-00000000005e"
@@ -28,8 +28,8 @@ def attachment_id(n: int) -> str:
     return f"{n:08x}-0000-4000-8000-0000000a77ac"
 
 
-def observer(neutron: Any = None, cinder: Any = None) -> StrayObserver:
-    return StrayObserver(neutron or SimNeutron(), cinder or SimCinder(), SimPlacement())
+def observer(neutron: Any = None, cinder: Any = None) -> LeftoverObserver:
+    return LeftoverObserver(neutron or SimNeutron(), cinder or SimCinder(), SimPlacement())
 
 
 def neutron_with(ports: int, host: str = HOST, **kw: Any) -> SimNeutron:
@@ -159,7 +159,7 @@ def test_the_seen_ports_are_not_checked_when_a_page_fails():
     neutron = Scripted("Neutron", lambda path: next(pages))
     seen = observer(neutron).seen(HOST, None)
     assert seen.ports is None
-    assert "HTTP 500" in seen.not_read[StrayKind.PORT]
+    assert "HTTP 500" in seen.not_read[LeftoverKind.PORT]
 
 
 # ---------------------------------------------------------------- bindings

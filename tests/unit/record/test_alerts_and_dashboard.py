@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from nova_orphans.core.model import Kind
+from nova_orphans.model import Kind
 from nova_orphans.record.metrics import FleetMetrics, Metrics
 from tests import tools
 

@@ -13,8 +13,8 @@ import sqlite3
 import pytest
 
 from nova_orphans import exits
-from nova_orphans.core.model import Kind
-from nova_orphans.core.sightings import Sighting
+from nova_orphans.decide.sightings import Sighting
+from nova_orphans.model import Kind
 from nova_orphans.record.entries import SCHEMA_VERSION
 from nova_orphans.record.journal import Journal, JournalError, lock_path
 

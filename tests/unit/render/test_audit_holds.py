@@ -10,9 +10,9 @@ import sqlite3
 
 from nova_orphans import config
 from nova_orphans.audit import AuditReport, read_holds
-from nova_orphans.core.holds import Hold
-from nova_orphans.core.identity import State, Verdict
-from nova_orphans.core.model import Domain, DomainState, Finding, Kind, NovaMetadata
+from nova_orphans.classify.identity import State, Verdict
+from nova_orphans.decide.holds import Hold
+from nova_orphans.model import Domain, DomainState, Finding, Kind, NovaMetadata
 from nova_orphans.record.journal import Journal
 from nova_orphans.render import host as render_host
 
