@@ -158,7 +158,7 @@ def bench_size(admin: libvirt.virConnect, size: int, running: int) -> list[str]:
     defined = time.perf_counter() - started
     total = len(admin.listAllDomains(0))
     reader = libvirt.openReadOnly(URI)
-    view = LibvirtView(URI, full_read_every=1_000_000)
+    view = LibvirtView(URI, libvirt_full_look_every=1_000_000)
     try:
         nothing = lambda: None  # noqa: E731
         floor = timed(REPEATS, functools.partial(bulk_calls, reader), nothing)

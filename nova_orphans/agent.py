@@ -237,7 +237,7 @@ class Agent:
     def _count_looks(self) -> None:
         """Count this cycle's looks at Nova and libvirt, full or from changes.
 
-        NOTE: one full look in ``full_look_every`` (``full_read_every``) is the design; a
+        NOTE: one full look in ``full_look_every`` (``libvirt_full_look_every``) is the design; a
         higher rate says something keeps the agent in doubt, and its log says what.
         """
         self.metrics.looked("nova", full=self.nova_views.last_was_full)

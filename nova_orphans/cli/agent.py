@@ -232,7 +232,7 @@ def build_agent(
         raise
     effects = build_effects(conf, settings, paths, dry_run)
     # NOTE: one connection for the agent's life, its view brought up to date each cycle.
-    view = LibvirtView(settings.libvirt_uri, conf.agent.full_read_every)
+    view = LibvirtView(settings.libvirt_uri, conf.agent.libvirt_full_look_every)
     return agent_loop.Agent(
         host=settings.host,
         open_hypervisor=view.session,

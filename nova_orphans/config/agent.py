@@ -15,7 +15,7 @@ LIVE_LOCK_FILE = "/run/nova-orphans/live.lock"
 #: The agent's default cadence of full libvirt reads: one cycle in this many reads every
 #: domain's XML afresh (an hour at the default interval); the cycles between read only
 #: what changed (``observe/libvirt_view.py``).
-FULL_READ_EVERY = 6
+LIBVIRT_FULL_LOOK_EVERY = 6
 #: The cautious defaults of the agent's rules: the policy's own (one source of truth).
 _POLICY = Policy()
 #: The longest span in seconds an option takes (ten years), and the largest count: beyond
@@ -85,16 +85,20 @@ agent_opts = [
         "Nova's clock going back) makes the next cycle a full look. 1: every cycle.",
     ),
     cfg.IntOpt(
-        "full_read_every",
-        default=FULL_READ_EVERY,
+        "libvirt_full_look_every",
+        default=LIBVIRT_FULL_LOOK_EVERY,
         min=1,
-        help="One cycle in this many reads every libvirt domain's XML and Nova metadata; "
+        # NOTE: one word for one concept: a look at libvirt, as at Nova (full_look_every).
+        deprecated_opts=[cfg.DeprecatedOpt("full_read_every")],
+        help="One cycle in this many looks at libvirt in full: it reads every domain's XML and "
+        "Nova metadata; "
         "the cycles between keep the connection open and read afresh the bulk listing "
         "(state, usage), the jobs of running guests, and the XML of only the domains libvirt "
         "sent an event about or whose name, power state or disks the listing shows changed. "
         "Any doubt (a new or closed connection, an event loop that stopped answering, a "
         "failed read, a fresh look before a step that disagreed) makes the next cycle a full "
-        "read; the look before a step is always fresh. 1: every cycle.",
+        "look; the look before a step is always fresh. 1: every cycle. (Formerly "
+        "full_read_every.)",
     ),
     cfg.BoolOpt(
         "dry_run",

@@ -16,7 +16,7 @@ The next cycle is a full read whenever the view is in doubt: the first cycle on 
 connection (after a start or a reconnect), a connection libvirt closed (keepalive,
 libvirtd restarted), an event loop that stopped answering, a cycle whose read
 failed, a fresh look (re-verification, docs/design.md rule 5) that disagreed with
-the view, and one cycle in ``full_read_every`` in any case; a connection whose driver
+the view, and one cycle in ``libvirt_full_look_every`` in any case; a connection whose driver
 sends no domain events is read in full every cycle. Re-verification before
 a step is always a fresh read of its own (``lookup_domain``), never the view.
 """
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 
 from nova_orphans import model, virt
 from nova_orphans.classify.identity import LibvirtIdentity
-from nova_orphans.config.agent import FULL_READ_EVERY
+from nova_orphans.config.agent import LIBVIRT_FULL_LOOK_EVERY
 from nova_orphans.observe import errors
 from nova_orphans.observe.hypervisor import Definition, LibvirtObserver
 
@@ -59,11 +59,11 @@ class LibvirtView:
     def __init__(
         self,
         uri: str,
-        full_read_every: int = FULL_READ_EVERY,
+        libvirt_full_look_every: int = LIBVIRT_FULL_LOOK_EVERY,
         open_observer: Callable[[str], LibvirtObserver] = LibvirtObserver.open,
     ) -> None:
         self._uri = uri
-        self._full_every = max(1, full_read_every)
+        self._full_every = max(1, libvirt_full_look_every)
         self._open_observer = open_observer
         self._observer: LibvirtObserver | None = None
         self._watching: list[int] = []

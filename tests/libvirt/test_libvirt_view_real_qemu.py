@@ -119,7 +119,7 @@ def test_each_cycle_of_a_real_history_lists_our_guests_as_a_full_read_does(
     disk = f"{images}/disk.raw"
     subprocess.run(["truncate", "-s", "1M", disk], check=True)
     off, on = define(1), define(2)
-    view = LibvirtView(qemu_system_uri, full_read_every=1000)
+    view = LibvirtView(qemu_system_uri, libvirt_full_look_every=1000)
     cycles = Cycles(view, qemu_system_uri, admin)
     try:
         assert cycles.run()[0] is True
@@ -184,7 +184,7 @@ def test_libvirtd_dropping_the_connection_makes_the_next_cycle_connect_and_read_
     dom = admin.defineXML(
         worlds.qemu_domain(uuid=worlds.random_uuid(), name=f"{PREFIX}drop", metadata=None)
     )
-    view = LibvirtView(qemu_system_uri, full_read_every=1000)
+    view = LibvirtView(qemu_system_uri, libvirt_full_look_every=1000)
     cycles = Cycles(view, qemu_system_uri, admin)
     try:
         cycles.run()

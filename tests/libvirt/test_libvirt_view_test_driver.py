@@ -43,7 +43,7 @@ def admin() -> Iterator[libvirt.virConnect]:
 
 @pytest.fixture
 def view() -> Iterator[LibvirtView]:
-    watched = LibvirtView(URI, full_read_every=1000)
+    watched = LibvirtView(URI, libvirt_full_look_every=1000)
     yield watched
     watched.close()
 
@@ -182,9 +182,9 @@ def test_a_quiet_cycle_reads_no_xml(admin: libvirt.virConnect, view: LibvirtView
     assert listed == full_read()
 
 
-def test_every_full_read_every_cycles_reads_in_full(admin: libvirt.virConnect) -> None:
+def test_every_libvirt_full_look_every_cycles_looks_in_full(admin: libvirt.virConnect) -> None:
     History(admin, random.Random(2)).step()
-    view = LibvirtView(URI, full_read_every=3)
+    view = LibvirtView(URI, libvirt_full_look_every=3)
     try:
         fulls = []
         for _ in range(7):
@@ -324,7 +324,7 @@ def test_the_configured_cadence_reaches_the_agents_view_and_closes_with_it(
     conf.write_text(
         "[DEFAULT]\nhost = cmp-1\n[nova]\nauth_type = admin_token\n"
         "endpoint = http://127.0.0.1:1/v2.1\ntoken = t\n"
-        f"[agent]\nfull_read_every = 4\nstate_dir = {tmp_path}/state\n"
+        f"[agent]\nlibvirt_full_look_every = 4\nstate_dir = {tmp_path}/state\n"
     )
     args = argparse.Namespace(config_files=[str(conf)], host=None, libvirt_uri=URI, dry_run=False)
     agent = cli_agent.build_agent(configure.load_conf(args), args, Metrics())

@@ -248,7 +248,7 @@ def test_a_merge_that_trusts_every_report_breaks_the_fleet_invariant(forgery, mo
             return real(seen, bad, known, now, max_age, skew)
         return merge.Standing.TRUSTED, []
 
-    monkeypatch.setattr(fleet_reports, "_standing", trusting)
+    monkeypatch.setattr(merge, "_standing", trusting)
     found = trial.replay(fleet(forgery)).violations
     assert [v.invariant for v in found] == [checks.FLEET], found
 
