@@ -15,7 +15,10 @@ MACS = [f"fa:16:3e:00:01:{i:02x}" for i in range(5)]
 def neutron(limit: int | None) -> SimNeutron:
     found = SimNeutron(pagination_max_limit=limit)
     for i, mac in enumerate(MACS):
-        port, server = f"{i:08x}-0000-4000-8000-00000000cafe", f"{i:08x}-0000-4000-8000-0000000000aa"
+        port, server = (
+            f"{i:08x}-0000-4000-8000-00000000cafe",
+            f"{i:08x}-0000-4000-8000-0000000000aa",
+        )
         found.add_port(port, mac, server, (), "cmp-2")
     return found
 
