@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import os
 import pathlib
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from nova_orphans import exits
-from nova_orphans.decide.sightings import Sighting
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.model import Kind
 from nova_orphans.record import lock
@@ -28,13 +26,12 @@ from nova_orphans.record.entries import (
     SIGHTINGS_COLUMNS,
     TABLES,
     Intent,
-    QuarantineEntry,
-    RetentionSighting,
     iso,
-    time_of,
 )
 from nova_orphans.record.holds import HoldsTable
 from nova_orphans.record.leftover_sightings import LeftoverSightingsTable
+from nova_orphans.record.quarantine_table import QuarantineTable
+from nova_orphans.record.sightings_table import SightingsTable
 
 
 class JournalError(NovaOrphansError):
@@ -123,7 +120,7 @@ def _locked(journal_path: str, holder: str) -> JournalLocked:
     )
 
 
-class Journal(HoldsTable, LeftoverSightingsTable):
+class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTable):
     """A small, durable record in one SQLite file.
 
     ``exclusive``: hold the journal's lock while open (the agent does); a second
@@ -321,56 +318,6 @@ class Journal(HoldsTable, LeftoverSightingsTable):
         except sqlite3.Error as exc:
             raise JournalError(f"journal {self.path}: {exc}") from exc
 
-    # --- sightings ---------------------------------------------------------------------
-
-    def sightings(self) -> dict[str, Sighting]:
-        """Every sighting remembered from the previous cycles."""
-        rows = self._execute(f"SELECT {', '.join(SIGHTINGS_COLUMNS)} FROM sightings")
-        return {
-            r[0]: Sighting(
-                r[0],
-                Kind(r[1]),
-                time_of(r[2]),  # type: ignore[arg-type]
-                time_of(r[3]),  # type: ignore[arg-type]
-                r[4],
-                time_of(r[5]),
-                r[6],
-            )
-            for r in rows
-        }
-
-    def replace_sightings(self, sightings: Mapping[str, Sighting]) -> None:
-        """Store the sightings of the cycle just observed (and forget the rest)."""
-        with self._transaction():
-            self._execute("DELETE FROM sightings")
-            self._executemany(
-                "INSERT INTO sightings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        s.uuid,
-                        s.kind.value,
-                        iso(s.first_seen),
-                        iso(s.last_seen),
-                        s.consecutive,
-                        iso(s.inactive_since) if s.inactive_since else None,
-                        s.inactive_cycles,
-                    )
-                    for s in sightings.values()
-                ],
-            )
-
-    def mark_stopped(self, uuid: str, when: datetime.datetime) -> None:
-        """The agent stopped this guest at ``when``: reap_delay (and its cycles) count from then."""
-        self._execute(
-            "UPDATE sightings SET inactive_since = ?, inactive_cycles = 0 "
-            "WHERE uuid = ? AND inactive_since IS NULL",
-            (iso(when), uuid),
-        )
-
-    def forget(self, uuid: str) -> None:
-        """Reset a finding's sightings: it changed under us and must be seen afresh."""
-        self._execute("DELETE FROM sightings WHERE uuid = ?", (uuid,))
-
     # --- intents -----------------------------------------------------------------------
 
     def begin(self, uuid: str, kind: Kind, step: str, dry_run: bool, now: datetime.datetime) -> int:
@@ -405,75 +352,6 @@ class Journal(HoldsTable, LeftoverSightingsTable):
             args,
         )
         return [Intent(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6], r[7], r[8]) for r in rows]
-
-    # --- quarantine --------------------------------------------------------------------
-
-    def add_quarantine(self, entry: QuarantineEntry) -> None:
-        """Remember a reaped guest's quarantine."""
-        self._execute(
-            "INSERT INTO quarantine VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry.uuid,
-                entry.reaped_at,
-                entry.kind,
-                entry.path,
-                int(entry.files_moved),
-                json.dumps(entry.leftovers),
-                entry.restored_at,
-                entry.purged_at,
-            ),
-        )
-
-    def mark_files_moved(self, entry: QuarantineEntry) -> None:
-        """The reap moved the instance directory into the entry's quarantine."""
-        self._execute(
-            "UPDATE quarantine SET files_moved = 1 WHERE uuid = ? AND reaped_at = ?",
-            (entry.uuid, entry.reaped_at),
-        )
-
-    def quarantine(self, include_done: bool = False) -> list[QuarantineEntry]:
-        """Quarantined guests, oldest first; by default only those still restorable."""
-        where = "" if include_done else "WHERE restored_at IS NULL AND purged_at IS NULL"
-        rows = self._execute(f"SELECT * FROM quarantine {where} ORDER BY reaped_at")
-        return [
-            QuarantineEntry(r[0], r[1], r[2], r[3], bool(r[4]), json.loads(r[5]), r[6], r[7])
-            for r in rows
-        ]
-
-    def close_quarantine(self, entry: QuarantineEntry, column: str, now: datetime.datetime) -> None:
-        """Mark a quarantine entry restored or purged (``column``: restored_at | purged_at)."""
-        if column not in ("restored_at", "purged_at"):
-            raise ValueError(column)
-        self._execute(
-            f"UPDATE quarantine SET {column} = ? WHERE uuid = ? AND reaped_at = ?",
-            (iso(now), entry.uuid, entry.reaped_at),
-        )
-
-    def retention_sighting(self, entry: QuarantineEntry) -> RetentionSighting | None:
-        """What the agent's cycles have seen of a quarantine entry (None: not seen yet)."""
-        row = self._execute(
-            "SELECT first_seen, last_counted, cycles FROM retention_sightings "
-            "WHERE uuid = ? AND reaped_at = ?",
-            (entry.uuid, entry.reaped_at),
-        ).fetchone()
-        if row is None:
-            return None
-        first_seen, last_counted = time_of(row[0]), time_of(row[1])
-        assert first_seen is not None and last_counted is not None
-        return RetentionSighting(first_seen, last_counted, row[2])
-
-    def put_retention_sighting(self, entry: QuarantineEntry, seen: RetentionSighting) -> None:
-        """Store what this cycle saw of a quarantine entry."""
-        self._execute(
-            "INSERT OR REPLACE INTO retention_sightings VALUES (?, ?, ?, ?, ?)",
-            (
-                entry.uuid,
-                entry.reaped_at,
-                iso(seen.first_seen),
-                iso(seen.last_counted),
-                seen.cycles,
-            ),
-        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
