@@ -14,14 +14,14 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from nova_orphans import audit
 from nova_orphans.act.actuator import Actuator, Outcome
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import retention
 from nova_orphans.act.reconcile import reconcile
-from nova_orphans.classify import danger, leftover
+from nova_orphans.classify import leftover
 from nova_orphans.classify.identity import Verdict
 from nova_orphans.classify.nova_delta import FULL_LOOK_EVERY
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
@@ -30,10 +30,10 @@ from nova_orphans.decide.holds import Hold, started_by_someone_else
 from nova_orphans.decide.plan import Plan, decide
 from nova_orphans.decide.policy import STOP_TIMEOUT, Policy, Step
 from nova_orphans.decide.sightings import next_sightings
-from nova_orphans.model import Danger, DangerKind, Domain, Finding, NovaView, Selector
+from nova_orphans.fresh_look import FreshLook
+from nova_orphans.model import DangerKind, Domain, Finding, Selector
 from nova_orphans.observe.errors import HypervisorError, IdentityMismatch, ObserveError
 from nova_orphans.observe.libvirt_view import LibvirtView
-from nova_orphans.observe.nova.api import Transport
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.observe.nova.tracker import NovaTracker
 from nova_orphans.record.journal import Journal, QuarantineBusy
@@ -66,57 +66,6 @@ class CycleResult:
         """What ``run --once`` exits with (``audit.exit_code``): 4 when it acted."""
         acted = any(o.outcome == "done" and not o.dry_run for o in self.outcomes)
         return audit.exit_code(self.report, acted=acted, failed=bool(self.error))
-
-
-class MeteredTransport:
-    """A Nova transport whose every request is counted and timed in the agent's metrics."""
-
-    def __init__(self, transport: Transport, metrics: Metrics) -> None:
-        self._transport, self._metrics = transport, metrics
-
-    @property
-    def date(self) -> datetime.datetime | None:
-        """The wrapped transport's ``date`` (Nova's clock at its last answer), if it has one.
-
-        NOTE: the tracker dates its changes-since from it; hidden, every cycle was a full look.
-        """
-        return getattr(self._transport, "date", None)
-
-    def get(self, path: str) -> tuple[int, Any]:
-        """``Transport.get``, counted by endpoint and status (``error`` when it raised)."""
-        started, status = time.monotonic(), None
-        try:
-            answer = self._transport.get(path)
-            status = answer[0]
-        finally:
-            self._metrics.nova_request(path, status, time.monotonic() - started)
-        return answer
-
-
-class _FreshLook:
-    """Re-verification reads through the cycle's own connections."""
-
-    def __init__(
-        self,
-        hypervisor: HostHypervisor,
-        nova: NovaObserver,
-        host: str,
-        services: audit.Services | None,
-    ) -> None:
-        self._hypervisor, self._nova, self._host = hypervisor, nova, host
-        self._services = services
-
-    def domain(self, uuid: str) -> Domain | None:
-        return self._hypervisor.lookup_domain(uuid)
-
-    def nova(self, uuid: str) -> NovaView:
-        return self._nova.fresh_view(self._host, uuid)
-
-    def dangers(self, finding: Finding) -> tuple[Danger, ...]:
-        if self._services is None:
-            return ()
-        facts = self._services.dangers.facts([finding])
-        return danger.assess(finding, facts, self._host, ())
 
 
 @dataclasses.dataclass
@@ -298,7 +247,7 @@ class Agent:
         self._log_plan(plan)
         actuator = Actuator(
             self.effects,
-            _FreshLook(hypervisor, self.nova, self.host, self.services),
+            FreshLook(hypervisor, self.nova, self.host, self.services),
             self.journal,
             self.clock,
             dry_run=self.dry_run,

@@ -23,6 +23,7 @@ from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.cli import configure
 from nova_orphans.cli.audit import services_from_conf, transport_from_conf
 from nova_orphans.exceptions import one_line
+from nova_orphans.metered import MeteredTransport
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
 from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
@@ -215,9 +216,7 @@ def build_agent(
     paths = config.state_paths(conf)
     dry_run = _dry_run(conf, args)
     transport = transport_from_conf(conf)
-    nova = NovaObserver(
-        agent_loop.MeteredTransport(transport, metrics), lookups_at_once=LOOKUPS_AT_ONCE
-    )
+    nova = NovaObserver(MeteredTransport(transport, metrics), lookups_at_once=LOOKUPS_AT_ONCE)
     # Only now, with every setting validated, is anything created on disk.
     _require_writable_dir(paths.quarantine)
     # NOTE: the locks come before the journal is read or written: a second agent

@@ -9,9 +9,9 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nova_orphans.agent import MeteredTransport
 from nova_orphans.decide.policy import Step
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.metered import MeteredTransport
 from nova_orphans.model import Kind
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.metrics import (
