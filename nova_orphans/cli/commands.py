@@ -13,12 +13,10 @@ view, and ``--version`` or ``--help`` pay for nothing.
 from __future__ import annotations
 
 import argparse
-import math
-import uuid as uuidlib
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 from nova_orphans import exits
+from nova_orphans.cli import arguments
 from nova_orphans.cli.common import DEFAULT_CONFIG_FILE, UsageError
 
 #: The handler modules, each imported only when one of its sub-commands runs.
@@ -189,10 +187,10 @@ def register_journal(commands: Any) -> None:
     """``history``, ``quarantine list``, ``restore``, ``release`` and ``purge``."""
     history = commands.add_parser("history", help="what the agent did, newest first")
     add_config(history)
-    history.add_argument("--uuid", type=uuid, help="only this guest's events")
+    history.add_argument("--uuid", type=arguments.uuid, help="only this guest's events")
     history.add_argument(
         "--limit",
-        type=positive(int, MAX_LIMIT),
+        type=arguments.positive(int, MAX_LIMIT),
         default=100,
         metavar="N",
         help=f"the newest N events (default 100, at most {MAX_LIMIT})",
@@ -212,7 +210,9 @@ def register_journal(commands: Any) -> None:
     restore = commands.add_parser("restore", help="bring a reaped guest back from quarantine")
     add_config(restore)
     add_host(restore)
-    restore.add_argument("uuid", type=uuid, metavar="UUID", help="the reaped guest's UUID")
+    restore.add_argument(
+        "uuid", type=arguments.uuid, metavar="UUID", help="the reaped guest's UUID"
+    )
     restore.add_argument("--start", action="store_true", help="start the guest once defined")
     restore.add_argument(
         "--force",
@@ -225,14 +225,14 @@ def register_journal(commands: Any) -> None:
         "release", help="let the agent act on a guest on hold again (as a fresh finding)"
     )
     add_config(release)
-    release.add_argument("uuid", type=uuid, metavar="UUID", help="the held guest's UUID")
+    release.add_argument("uuid", type=arguments.uuid, metavar="UUID", help="the held guest's UUID")
     handles(release, JOURNAL, "release_guest")
 
     purge = commands.add_parser("purge", help="delete old quarantine entries for good")
     add_config(purge)
     purge.add_argument(
         "--older-than",
-        type=days,
+        type=arguments.days,
         required=True,
         metavar="DAYS",
         help="purge entries reaped at least DAYS days ago (a number, e.g. 30 or 0.5)",
@@ -258,25 +258,25 @@ def register_fleet(commands: Any) -> None:
     add_config(audit)
     audit.add_argument(
         "--hosts",
-        type=host_list,
+        type=arguments.host_list,
         help="comma-separated compute hosts (default: every nova-compute host Nova lists)",
     )
     audit.add_argument(
         "--uri-template",
-        type=uri_template,
+        type=arguments.uri_template,
         metavar="TEMPLATE",
         help="libvirt URI with {host}, e.g. qemu+tls://{host}/system "
         "(default [fleet] uri_template)",
     )
     audit.add_argument(
         "--concurrency",
-        type=positive(int, MAX_CONCURRENCY),
+        type=arguments.positive(int, MAX_CONCURRENCY),
         metavar="N",
         help=f"hosts scanned at once (default [fleet] concurrency, at most {MAX_CONCURRENCY})",
     )
     audit.add_argument(
         "--timeout",
-        type=positive(float, MAX_TIMEOUT),
+        type=arguments.positive(float, MAX_TIMEOUT),
         metavar="SECONDS",
         help="seconds one host's scan may take (default [fleet] timeout)",
     )
@@ -288,7 +288,7 @@ def register_fleet(commands: Any) -> None:
     )
     audit.add_argument(
         "--max-age",
-        type=positive(int, MAX_AGE),
+        type=arguments.positive(int, MAX_AGE),
         metavar="SECONDS",
         help="with --reports: seconds after which a report is stale "
         "(default [fleet] report_max_age)",
@@ -363,76 +363,3 @@ def register_check(commands: Any) -> None:
     )
     add_config(check)
     handles(check, CONFIGURE, "check_config")
-
-
-def uuid(value: str) -> str:
-    """A guest's UUID, in Nova's form."""
-    try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
-
-
-def days(value: str) -> float:
-    """A number of days a quarantine entry may be kept."""
-    # NOTE: imported here, not at the top: only ``purge`` pays for the pure core.
-    from nova_orphans.decide.policy import MAX_RETENTION_DAYS
-
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
-    if not 0 <= number <= MAX_RETENTION_DAYS:  # NOTE: also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"--older-than must be between 0 and {MAX_RETENTION_DAYS} days"
-        )
-    return number
-
-
-def host_list(value: str) -> tuple[str, ...]:
-    """Comma-separated host names (RFC 1123, ``check_host_name``), each once, in their order."""
-    hosts = tuple(dict.fromkeys(h.strip() for h in value.split(",") if h.strip()))
-    if not hosts:
-        raise argparse.ArgumentTypeError("no host names given")
-    # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
-    from nova_orphans.fleet.hostname import NotAHostName, check_host_name
-
-    for host in hosts:
-        try:
-            check_host_name(host)
-        except NotAHostName as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return hosts
-
-
-def positive(kind: Callable[[str], float], maximum: float) -> Callable[[str], float]:
-    """A finite number of ``kind`` greater than 0 and at most ``maximum``."""
-
-    def parse(value: str) -> float:
-        try:
-            number = kind(value)
-        except (ValueError, OverflowError) as exc:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"{value[:40]!r} is not {what}") from exc
-        # NOTE: "nan" and "inf" parse as floats; neither is a count or a timeout.
-        if not math.isfinite(number):
-            raise argparse.ArgumentTypeError(f"{value!r} is not a finite number")
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"{value!r} must be greater than 0")
-        if number > maximum:
-            raise argparse.ArgumentTypeError(f"{value[:40]!r} must be at most {maximum:.0f}")
-        return number
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def uri_template(value: str) -> str:
-    """A libvirt URI template whose one placeholder is ``{host}`` (``check_uri_template``)."""
-    # NOTE: imported here: the parser imports none of the handlers' modules (start-up time).
-    from nova_orphans.fleet.hostname import BadURITemplate, check_uri_template
-
-    try:
-        return check_uri_template(value)
-    except BadURITemplate as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None

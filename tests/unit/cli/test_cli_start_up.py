@@ -57,6 +57,7 @@ PARSER_MODULES = {
     "nova_orphans",
     "nova_orphans.cli",
     "nova_orphans.cli.commands",
+    "nova_orphans.cli.arguments",
     "nova_orphans.cli.common",
     "nova_orphans.exceptions",
     "nova_orphans.exits",
