@@ -66,6 +66,7 @@ def load(config_files: Sequence[str], config_dirs: Sequence[str] = ()) -> cfg.Co
     files.check_keys(groups)
     files.check_values(conf, groups)
     _check_nova_timeout(conf, files, groups[nova.NOVA_GROUP])
+    nova.refuse_keystoneauth_retries(files)
     agent.policy(conf)
     host_settings(conf)
     if conf.metrics.textfile:

@@ -72,8 +72,10 @@ def _dedup(opts: list[cfg.Opt]) -> list[cfg.Opt]:
 
 
 def sample_opts() -> list[cfg.Opt]:
-    """``[nova]`` as the sample config documents it: the documented plugins' options, once."""
-    return [*nova_opts, *_dedup(_nova_ksa_opts())]
+    """``[nova]`` as the sample config documents it: the documented plugins' options, once,
+    without keystoneauth's retries (``refuse_keystoneauth_retries``)."""
+    opts = _dedup(_nova_ksa_opts())
+    return [*nova_opts, *(o for o in opts if o.dest not in KEYSTONEAUTH_RETRY_KEYS)]
 
 
 def file_opts(plugin_opts: Sequence[cfg.Opt]) -> list[cfg.Opt]:
@@ -101,3 +103,28 @@ def auth_plugin_opts(files: strict.ConfigFiles) -> list[cfg.Opt]:
         raise ConfigError(
             f"{path}: [{section}] auth_type = {name} is not a keystoneauth plugin{hint}"
         ) from None
+
+
+#: keystoneauth's own retries of the adapter: a second layer over nova-orphans' one
+#: (``observe/retry.py``) would multiply the attempts, so the keys are refused.
+KEYSTONEAUTH_RETRY_KEYS = (
+    "connect_retries",
+    "connect_retry_delay",
+    "status_code_retries",
+    "status_code_retry_delay",
+    "retriable_status_codes",
+)
+
+
+def refuse_keystoneauth_retries(files: strict.ConfigFiles) -> None:
+    """``ConfigError`` for a ``[nova]`` key of keystoneauth's retries: the tool retries every
+    service itself, once (docs/design.md §8)."""
+    for key in KEYSTONEAUTH_RETRY_KEYS:
+        found = files.setting(NOVA_GROUP, key)
+        if found is not None:
+            path, section, value = found
+            raise ConfigError(
+                f"{path}: [{section}] {key} = {value.strip()} is not used: nova-orphans "
+                "retries Nova, Placement, Cinder and Neutron itself (3 attempts), and a "
+                "second layer would multiply them; remove it"
+            )

@@ -11,10 +11,9 @@ import datetime
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import tenacity
-
 from nova_orphans import shapes
 from nova_orphans.model import Migration, Server
+from nova_orphans.observe import retry
 from nova_orphans.observe.errors import (
     NovaAuthFailed,
     NovaBadAnswer,
@@ -86,16 +85,11 @@ def checked(transport: Transport, request: str, missing_ok: bool = False) -> Any
 
 
 def default_retry(
-    attempts: int = 3, wait_seconds: float = 1.0
+    attempts: int = retry.ATTEMPTS, wait_seconds: float | None = None
 ) -> Callable[[Callable[[], Any]], Any]:
-    """Retry server errors and unreachable Nova a few times, then give up loudly."""
-    retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type((_Transient, NovaUnreachable)),
-        stop=tenacity.stop_after_attempt(attempts),
-        wait=tenacity.wait_exponential(multiplier=wait_seconds, max=10),
-        reraise=True,
-    )
-    return lambda call: retrying(call)
+    """Retry server errors and unreachable Nova a few times, then give up loudly
+    (``observe/retry.py``: the one retry layer)."""
+    return retry.retrying((_Transient, NovaUnreachable), attempts, wait_seconds)
 
 
 def _fault_message(body: Any) -> str:

@@ -24,6 +24,7 @@ from nova_orphans.observe.errors import (
 )
 from nova_orphans.observe.nova.api import MICROVERSION
 from nova_orphans.observe.reasons import short_reason
+from nova_orphans.observe.retry import NO_KEYSTONEAUTH_RETRIES
 
 LOG = logging.getLogger(__name__)
 
@@ -234,8 +235,9 @@ def transport_from_conf(
             f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
         )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    # NOTE: observe/retry.py is the one retry layer: keystoneauth retries nothing.
     adapter = ks_loading.load_adapter_from_conf_options(
-        conf, group, session=session, auth=auth, region_name=region
+        conf, group, session=session, auth=auth, region_name=region, **NO_KEYSTONEAUTH_RETRIES
     )
     return KeystoneTransport(adapter, services)
 
@@ -257,4 +259,5 @@ def _adapter_from_cloud(cloud: str, region_name: str | None) -> ks_adapter.Adapt
         interface=region.get_interface("compute"),
         region_name=region.region_name or None,
         endpoint_override=region.get_endpoint("compute"),
+        **NO_KEYSTONEAUTH_RETRIES,
     )

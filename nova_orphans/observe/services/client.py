@@ -17,6 +17,7 @@ from keystoneauth1 import identity
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError, one_line
+from nova_orphans.observe import retry
 from nova_orphans.observe.errors import ObserveError
 from nova_orphans.observe.reasons import short_reason
 
@@ -25,6 +26,18 @@ class ServiceError(NovaOrphansError):
     """A service could not be asked, or gave an unusable answer; the message is one line."""
 
     exit_code = exits.ERROR
+
+
+class _Transient(ServiceError):
+    """A server error or an unreachable service: asked again (``observe/retry.py``)."""
+
+
+class _ServerError(_Transient):
+    """An answer with a 5xx status, kept to be read as it is once the attempts are spent."""
+
+    def __init__(self, message: str, response: Any) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class Client(Protocol):
@@ -59,6 +72,7 @@ class KeystoneClient:
         self.name = name
         self._option = option
         self._region = region
+        self._retry = retry.retrying((_Transient,))
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
         """GET ``path`` relative to the service's endpoint."""
@@ -74,8 +88,29 @@ class KeystoneClient:
             except ObserveError as exc:
                 raise ServiceError(f"{self.name}: {exc}") from exc
         region = f"region {adapter.region_name}" if adapter.region_name else "any region"
+
+        def once() -> Any:
+            response = self._ask(adapter, path, headers, region)
+            if response.status_code >= 500:
+                status = response.status_code
+                raise _ServerError(f"{self.name} answered GET {path} with HTTP {status}", response)
+            return response
+
         try:
-            response = adapter.get(
+            response = self._retry(once)
+        except _ServerError as exc:
+            response = exc.response
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        return response.status_code, body
+
+    def _ask(
+        self, adapter: ks_adapter.Adapter, path: str, headers: dict[str, str] | None, region: str
+    ) -> Any:
+        try:
+            return adapter.get(
                 path, raise_exc=False, headers={"Accept": "application/json", **(headers or {})}
             )
         except ks_exc.EndpointNotFound as exc:
@@ -84,17 +119,12 @@ class KeystoneClient:
                 f"({adapter.interface} interface, {region})"
             ) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            raise ServiceError(
+            raise _Transient(
                 f"{self.name} unreachable at {_url(adapter)} ({adapter.service_type}, "
                 f"{region}): {short_reason(exc)}"
             ) from exc
         except ks_exc.ClientException as exc:
             raise ServiceError(f"{self.name}: {one_line(exc)}") from exc
-        try:
-            body = response.json() if response.content else None
-        except ValueError:
-            body = None
-        return response.status_code, body
 
 
 def _url(adapter: ks_adapter.Adapter) -> str:
@@ -127,6 +157,7 @@ def sibling(
         interface=base.interface,
         region_name=base.region_name,
         endpoint_override=endpoint or None,
+        **retry.NO_KEYSTONEAUTH_RETRIES,
     )
 
 
