@@ -92,6 +92,8 @@ class Held(str, enum.Enum):
     DENY = "deny"
     #: Nova is not shown to own it (a foreign port, another connector's attachment).
     OWNER = "owner"
+    #: Nova still has the server (elsewhere, shelved offloaded): no delete is told for it.
+    LIVE = "live"
     #: The allocation's provider is not the proven compute node.
     PROVIDER = "provider"
     #: The path seen here is not one an operator can paste on the host (a container).

@@ -22,6 +22,7 @@ from nova_orphans.classify.leftover import (
     NOVA_RESOURCE_CLASSES,
     Allocation,
     BoundPort,
+    Held,
     InstanceDir,
     Leftover,
     LeftoverKind,
@@ -185,12 +186,21 @@ def _files(
             continue
         path = posixpath.join(posixpath.normpath(instances_path), found.uuid)
         what = f" ({', '.join(found.files)})" if found.files else " (empty)"
+        record = judge.known.get(found.uuid)
+        live = record is not None and not record.deleted
         yield Leftover(
             LeftoverKind.FILES,
             path,
             found.uuid,
             f"{gone[0]}; no domain here holds {path}{what}",
-            Remedy(Verb.REMOVE_FILES, found.uuid),
+            # NOTE: docs/design.md rule 22: a server Nova still has (elsewhere, shelved
+            # offloaded) never gets a delete told; nova-compute cleans a finished move's
+            # source files itself.
+            None if live else Remedy(Verb.REMOVE_FILES, found.uuid),
+            held_by=Held.LIVE if live else None,
+            why=f"Nova still has server {found.uuid}: no delete is told for its files"
+            if live
+            else None,
             server_host=gone[1],
             disk_bytes=found.disk_bytes,
         )
@@ -234,7 +244,8 @@ def _ports(
             yield _foreign(port, ips, f"Nova never knew {port.device_id} here")
             continue
         gone = judge.gone(port.device_id)
-        if gone is None:
+        if gone is None or port.device_id in judge.domains:
+            # NOTE: a guest still defined here holds its port: its finding tells it.
             continue
         yield Leftover(
             LeftoverKind.PORT,
@@ -324,7 +335,8 @@ def _allocations(
             server, host = migration.instance_uuid, None
         else:
             gone = judge.gone(consumer)
-            if gone is None:
+            if gone is None or consumer in judge.domains:
+                # NOTE: a guest still defined here uses what its allocation counts.
                 continue
             why, server, host = gone[0], consumer, gone[1]
         yield Leftover(

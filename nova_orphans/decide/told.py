@@ -24,7 +24,7 @@ import posixpath
 import shlex
 from collections.abc import Collection, Iterable, Mapping
 
-from nova_orphans.classify.leftover import Held, Leftover, Leftovers, Remedy, Verb
+from nova_orphans.classify.leftover import Held, Leftover, LeftoverKind, Leftovers, Remedy, Verb
 from nova_orphans.decide.gate import SafetyVerdict
 from nova_orphans.decide.sightings import counts_after
 from nova_orphans.model import NovaView, managed_here
@@ -129,10 +129,15 @@ def tell(leftovers: Leftovers, proofs: Proofs) -> Leftovers:
 def _told(
     item: Leftover, proofs: Proofs, stale: bool, looked_at: datetime.datetime | None
 ) -> Leftover:
-    item = dataclasses.replace(item, command=None, held_by=None, why=None)
     remedy = item.remedy
     if remedy is None:
-        return _held(item, Held.OWNER, "not Nova's: never a command")
+        # NOTE: no step at all: a quarantine entry's files say so first; else the judge
+        # said why (a live server's files), or it is not Nova's.
+        kept = _quarantine(item, None, proofs)
+        if kept is not None:
+            return _held(item, *kept)
+        return _held(item, item.held_by or Held.OWNER, item.why or "not Nova's: never a command")
+    item = dataclasses.replace(item, command=None, held_by=None, why=None)
     seen = proofs.sightings.get(sighting_key(item) or "")
     item = dataclasses.replace(item, seen=seen.looks if seen and not stale else 0)
     if not proofs.verdict.clear:
@@ -159,16 +164,17 @@ def _held(item: Leftover, held: Held, why: str) -> Leftover:
     return dataclasses.replace(item, command=None, held_by=held, why=why)
 
 
-def _servers(item: Leftover, remedy: Remedy) -> Iterable[str]:
-    return dict.fromkeys(u for u in (item.server, remedy.target) if u)
+def _servers(item: Leftover, remedy: Remedy | None) -> Iterable[str]:
+    target = remedy.target if remedy is not None else None
+    return dict.fromkeys(u for u in (item.server, target) if u)
 
 
-def _quarantine(item: Leftover, remedy: Remedy, proofs: Proofs) -> tuple[Held, str] | None:
+def _quarantine(item: Leftover, remedy: Remedy | None, proofs: Proofs) -> tuple[Held, str] | None:
     for uuid in _servers(item, remedy):
         entry = proofs.quarantined.get(uuid)
         if entry is None:
             continue
-        if remedy.verb is Verb.REMOVE_FILES:
+        if item.kind is LeftoverKind.FILES:
             return Held.QUARANTINE, f"kept for quarantine entry {entry}"
         return Held.QUARANTINE, f"server {uuid} has a live quarantine entry {entry}"
     return None

@@ -270,3 +270,18 @@ def test_sightings_survive_the_journal_and_start_over_when_the_step_changes(tmp_
     assert all(
         isinstance(s, told.LeftoverSighting) for s in world.journal.leftover_sightings().values()
     )
+
+
+@pytest.mark.parametrize("how", ["migrated", "shelved"])
+def test_the_files_of_a_server_nova_still_has_never_get_a_delete(tmp_path, how):
+    """Rule 22's least destructive step: a server Nova still has (elsewhere, shelved
+    offloaded) gets no ``rm -r`` of its files; nova-compute cleans a finished move's source."""
+    world = World(tmp_path)
+    uuid = world.server(how, domain=False)
+    if how == "migrated":
+        world.nova.live_migrate(uuid, OTHER, at=world.now)
+    else:
+        world.nova.shelve_offload(uuid, at=world.now)
+    (files,) = world.leftovers().of(LeftoverKind.FILES)
+    assert (files.server, files.command, files.held_by) == (uuid, None, Held.LIVE)
+    assert f"Nova still has server {uuid}" in (files.why or "")

@@ -259,5 +259,6 @@ def _adapter_from_cloud(cloud: str, region_name: str | None) -> ks_adapter.Adapt
         interface=region.get_interface("compute"),
         region_name=region.region_name or None,
         endpoint_override=region.get_endpoint("compute"),
-        **NO_KEYSTONEAUTH_RETRIES,
+        connect_retries=NO_KEYSTONEAUTH_RETRIES["connect_retries"],
+        status_code_retries=NO_KEYSTONEAUTH_RETRIES["status_code_retries"],
     )

@@ -157,7 +157,8 @@ def sibling(
         interface=base.interface,
         region_name=base.region_name,
         endpoint_override=endpoint or None,
-        **retry.NO_KEYSTONEAUTH_RETRIES,
+        connect_retries=retry.NO_KEYSTONEAUTH_RETRIES["connect_retries"],
+        status_code_retries=retry.NO_KEYSTONEAUTH_RETRIES["status_code_retries"],
     )
 
 
