@@ -4,7 +4,7 @@ Everything here is reversible by a restore (``quarantine.restore.bring_back``): 
 stop leaves the domain defined; an undefine is preceded by a durable copy of the
 XML (and of the NVRAM/TPM state); the instance directory is renamed, never copied or
 deleted. The quarantine's file side is ``quarantine.files``; libvirt is spoken
-through ``virt``.
+through ``virt.Host`` and ``virt.Guest``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from typing import Any
 
 from nova_orphans import virt
 from nova_orphans.act import images
@@ -58,47 +57,47 @@ class LiveEffects(files.QuarantineFiles):
         )
         self._uri = uri
         self._managed_save_dir = managed_save_dir
-        self._conn: virt.Connection | None = None
+        self._host: virt.Host | None = None
 
     def close(self) -> None:
         """Close the connection, if one was opened."""
-        if self._conn is not None:
-            virt.close(self._conn)
-            self._conn = None
+        if self._host is not None:
+            self._host.close()
+            self._host = None
 
     def stop(self, uuid: str, timeout: float) -> str:
         """Shut the guest down; power it off after ``timeout`` s. It stays defined."""
-        dom = self._domain(uuid)
+        guest = self._guest(uuid)
         with self._errors(f"stop {uuid}"):
-            if not virt.is_active(dom):
+            if not guest.is_running():
                 return "already shut off"
-            if not dom.isPersistent():
+            if not guest.has_persistent_configuration():
                 # NOTE: a transient domain is gone once stopped: nothing could restore it.
                 raise EffectError(f"stop {uuid}: the domain is transient, stopping would delete it")
             started = time.monotonic()
             try:
-                dom.shutdown()
+                guest.request_shutdown()
             except virt.Error as err:
-                if virt.is_gone(err):
+                if err.gone:
                     raise
-                refused = f"graceful shutdown refused ({virt.reason(err)})"
+                refused = f"graceful shutdown refused ({err.reason})"
             else:
-                if _wait_shut_off(dom, started + timeout):
+                if _wait_shut_off(guest, started + timeout):
                     return f"shut down gracefully in {time.monotonic() - started:.0f} s"
                 refused = f"no graceful shutdown within {timeout:g} s"
             try:
-                dom.destroy()
+                guest.poweroff()
             except virt.Error:
-                if virt.is_active(dom):
+                if guest.is_running():
                     raise
                 return f"shut down gracefully in {time.monotonic() - started:.0f} s"
             return f"{refused}; powered off"
 
     def domain_xml(self, uuid: str) -> str:
         """The persistent definition (inactive XML, with secure fields)."""
-        dom = self._domain(uuid)
+        guest = self._guest(uuid)
         with self._errors(f"read the XML of {uuid}"):
-            return virt.definition(dom)
+            return guest.get_definition()
 
     def keep_state(self, uuid: str, directory: str) -> Kept:
         """Keep NVRAM/TPM, managed save, snapshots, checkpoints and backing files; refuse if not.
@@ -107,66 +106,66 @@ class LiveEffects(files.QuarantineFiles):
         quarantine directory of a reap that did not happen holds no copies.
         """
         target = self._checked_quarantine(directory)
-        dom = self._domain(uuid)
+        guest = self._guest(uuid)
         with self._errors(f"keep the state of {uuid}"):
-            if virt.is_active(dom):
+            if guest.is_running():
                 raise EffectError(f"keep the state of {uuid}: the domain is running; stop it first")
-            xml = virt.definition(dom)
+            xml = guest.get_definition()
             try:
-                kept = self._kept(dom, uuid, xml, target)
+                kept = self._kept(guest, uuid, xml, target)
             except BaseException:
                 files.discard_kept(target)
                 raise
             paths.fsync_path(target)
         return kept
 
-    def _kept(self, dom: virt.Domain, uuid: str, xml: str, target: str) -> Kept:
+    def _kept(self, guest: virt.Guest, uuid: str, xml: str, target: str) -> Kept:
         # NOTE: what may refuse the reap comes first, so a refusal copies little.
-        managed_save = self._keep_managed_save(dom, target)
+        managed_save = self._keep_managed_save(guest, target)
         backing = self._keep_backing_chain(uuid, xml, target)
         nvram, tpm = self._keep_state_files(uuid, xml, target)
-        snapshots, current = _keep_snapshots(dom, target)
+        snapshots, current = _keep_snapshots(guest, target)
         return Kept(
             nvram=nvram,
             tpm=tpm,
             managed_save=managed_save,
             snapshots=snapshots,
             current_snapshot=current,
-            checkpoints=_keep_checkpoints(dom, target),
+            checkpoints=_keep_checkpoints(guest, target),
             backing=backing,
         )
 
     def undefine(self, uuid: str, directory: str) -> str:
         """Undefine once ``keep_state`` kept everything; refuse an active domain."""
         target = self._checked_quarantine(directory)
-        dom = self._domain(uuid)
+        guest = self._guest(uuid)
         with self._errors(f"undefine {uuid}"):
-            if virt.is_active(dom):
+            if guest.is_running():
                 # NOTE: undefining a running persistent domain makes it transient:
                 # it would vanish, unrestorable, when it stops.
                 raise EffectError(f"undefine {uuid}: the domain is running; stop it first")
-            gained = _state_not_kept(dom, target, self._managed_save_image(dom))
+            gained = _state_not_kept(guest, target, self._managed_save_image(guest))
             if gained:
                 # NOTE: the undefine flags would delete it; docs/design.md rule 16.
                 raise EffectError(
                     f"undefine {uuid}: {gained} since its state was kept; not undefined"
                 )
-            xml = virt.definition(dom)
-            detail = virt.undefine_with_fallback(dom)
+            xml = guest.get_definition()
+            detail = guest.delete_configuration()
             self._check_still_undefined(uuid, xml)
         return detail
 
-    def _managed_save_image(self, dom: virt.Domain) -> str:
-        return os.path.join(self._managed_save_dir, f"{dom.name()}.save")
+    def _managed_save_image(self, guest: virt.Guest) -> str:
+        return os.path.join(self._managed_save_dir, f"{guest.name}.save")
 
-    def _keep_managed_save(self, dom: virt.Domain, directory: str) -> bool:
+    def _keep_managed_save(self, guest: virt.Guest, directory: str) -> bool:
         """Hard-link (or copy) libvirt's managed-save image into the quarantine."""
-        if not dom.hasManagedSaveImage(0):
+        if not guest.has_managed_save():
             return False
-        image = self._managed_save_image(dom)
+        image = self._managed_save_image(guest)
         if not os.path.isfile(image) or os.path.islink(image):
             raise EffectError(
-                f"keep the state of {dom.UUIDString()}: it has a managed-save image (its saved "
+                f"keep the state of {guest.uuid}: it has a managed-save image (its saved "
                 f"RAM state) but not at {image}; not reaped, the image would be lost"
             )
         images.keep_file(image, os.path.join(directory, MANAGED_SAVE_FILE))
@@ -201,24 +200,24 @@ class LiveEffects(files.QuarantineFiles):
 
     def _check_still_undefined(self, uuid: str, xml: str) -> None:
         """Catch a guest started between our check and the undefine: define it again."""
-        if virt.lookup(self._connection(), uuid) is None:
+        if self._connection().lookup(uuid) is None:
             return
-        self._connection().defineXML(xml)
+        self._connection().define(xml)
         raise EffectError(f"undefine {uuid}: the domain was started meanwhile; defined it again")
 
-    def _domain(self, uuid: str) -> virt.Domain:
+    def _guest(self, uuid: str) -> virt.Guest:
         try:
-            dom = virt.lookup(self._connection(), uuid)
+            guest = self._connection().lookup(uuid)
         except virt.Error as err:
-            raise EffectError(f"libvirt {self._uri}: {virt.reason(err)}") from err
-        if dom is None:
+            raise EffectError(f"libvirt {self._uri}: {err.reason}") from err
+        if guest is None:
             raise EffectError(f"no domain {uuid} in {self._uri}")
-        return dom
+        return guest
 
-    def _connection(self) -> virt.Connection:
-        if self._conn is None:
-            self._conn = open_connection(self._uri)
-        return self._conn
+    def _connection(self) -> virt.Host:
+        if self._host is None:
+            self._host = open_connection(self._uri)
+        return self._host
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -226,12 +225,12 @@ class LiveEffects(files.QuarantineFiles):
         try:
             yield
         except virt.Error as err:
-            raise EffectError(f"{what}: {virt.reason(err)}") from err
+            raise EffectError(f"{what}: {err.reason}") from err
         except OSError as err:
             raise EffectError(f"{what}: {paths.os_reason(err)}") from err
 
 
-def open_connection(uri: str, read_only: bool = False) -> virt.Connection:
+def open_connection(uri: str, read_only: bool = False) -> virt.Host:
     """A connection to ``uri`` (read-write unless asked); ``EffectError`` (one line) on failure."""
     try:
         return virt.open_connection(uri, read_only=read_only)
@@ -239,51 +238,49 @@ def open_connection(uri: str, read_only: bool = False) -> virt.Connection:
         raise EffectError(str(err)) from err
 
 
-def _wait_shut_off(dom: virt.Domain, deadline: float) -> bool:
+def _wait_shut_off(guest: virt.Guest, deadline: float) -> bool:
     while True:
-        if not virt.is_active(dom):
+        if not guest.is_running():
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(_POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
 
 
-def _keep_snapshots(dom: virt.Domain, directory: str) -> tuple[tuple[str, ...], str | None]:
+def _keep_snapshots(guest: virt.Guest, directory: str) -> tuple[tuple[str, ...], str | None]:
     """Write every snapshot's XML to ``snapshots/<i>.xml``, parents first; the current one."""
-    snapshots = virt.snapshots(dom)
-    names = _write_listed(snapshots, os.path.join(directory, SNAPSHOTS_DIR), virt.snapshot_xml)
-    return names, virt.current_snapshot(dom) if snapshots else None
+    snapshots = guest.snapshots()
+    names = _write_listed(snapshots, os.path.join(directory, SNAPSHOTS_DIR))
+    return names, guest.current_snapshot() if snapshots else None
 
 
-def _keep_checkpoints(dom: virt.Domain, directory: str) -> tuple[str, ...]:
+def _keep_checkpoints(guest: virt.Guest, directory: str) -> tuple[str, ...]:
     """Write every checkpoint's XML to ``checkpoints/<i>.xml``, parents first."""
-    directory = os.path.join(directory, CHECKPOINTS_DIR)
-    return _write_listed(virt.checkpoints(dom), directory, virt.checkpoint_xml)
+    return _write_listed(guest.checkpoints(), os.path.join(directory, CHECKPOINTS_DIR))
 
 
-def _write_listed(items: list[Any], directory: str, xml_of: Any) -> tuple[str, ...]:
-    names = []
-    for index, item in enumerate(items):
+def _write_listed(items: list[tuple[str, str]], directory: str) -> tuple[str, ...]:
+    """Write each (name, XML) to ``<directory>/<i>.xml``; the names."""
+    for index, (_, xml) in enumerate(items):
         if index == 0:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        paths.write_durably(os.path.join(directory, f"{index}.xml"), xml_of(item))
-        names.append(str(item.getName()))
-    return tuple(names)
+        paths.write_durably(os.path.join(directory, f"{index}.xml"), xml)
+    return tuple(name for name, _ in items)
 
 
-def _state_not_kept(dom: virt.Domain, directory: str, live_image: str) -> str | None:
+def _state_not_kept(guest: virt.Guest, directory: str, live_image: str) -> str | None:
     """What the domain has now that its quarantine lacks (a managed save, snapshots)."""
     image = os.path.join(directory, MANAGED_SAVE_FILE)
-    if dom.hasManagedSaveImage(0):
+    if guest.has_managed_save():
         if not os.path.isfile(image):
             return "it gained a managed-save image"
         if _file_identity(live_image) != _file_identity(image):
             # NOTE: resumed and saved again: the kept image is older RAM state.
             return "its managed-save image changed"
     # NOTE: by name, not by count: one snapshot deleted and another taken is a change.
-    if _names(virt.snapshots(dom)) != _kept_names(os.path.join(directory, SNAPSHOTS_DIR)):
+    if set(guest.snapshot_names()) != _kept_names(os.path.join(directory, SNAPSHOTS_DIR)):
         return "its snapshots changed"
-    if _names(virt.checkpoints(dom)) != _kept_names(os.path.join(directory, CHECKPOINTS_DIR)):
+    if set(guest.checkpoint_names()) != _kept_names(os.path.join(directory, CHECKPOINTS_DIR)):
         return "its checkpoints changed"
     return None
 
@@ -295,10 +292,6 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return found.st_size, found.st_mtime_ns
-
-
-def _names(items: list[Any]) -> set[str]:
-    return {str(item.getName()) for item in items}
 
 
 def _kept_names(directory: str) -> set[str]:

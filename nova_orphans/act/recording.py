@@ -39,14 +39,14 @@ class RecordingEffects:
         self.calls.append(("domain_xml", (uuid,)))
         if not self._uri:
             return ""
-        conn = live.open_connection(self._uri, read_only=True)
+        host = live.open_connection(self._uri, read_only=True)
         try:
             # NOTE: a read-only connection may not ask for secure fields.
-            return virt.definition(conn.lookupByUUIDString(uuid), secure=False)
+            return host.get_guest(uuid).get_definition(secure=False)
         except virt.Error as err:
-            raise EffectError(f"read the XML of {uuid}: {virt.reason(err)}") from err
+            raise EffectError(f"read the XML of {uuid}: {err.reason}") from err
         finally:
-            virt.close(conn)
+            host.close()
 
     def quarantine_dir(self, uuid: str, stamp: str) -> str:
         """Record; the directory a live run would create (nothing is created)."""

@@ -43,8 +43,8 @@ class Definition:
         )
 
 
-def _marker(name: str, state: int, record: Mapping[str, Any]) -> Marker:
-    """The marker of a domain listed with ``name``, ``state`` and its bulk stats ``record``.
+def _marker(name: str, status: virt.Status, record: Mapping[str, Any]) -> Marker:
+    """The marker of a domain listed with ``name``, ``status`` and its bulk stats ``record``.
 
     NOTE: libvirt sends no event when a disk is attached to the persistent definition
     of a shut-off guest (what Nova does for a volume attached to a stopped server); the
@@ -54,17 +54,18 @@ def _marker(name: str, state: int, record: Mapping[str, Any]) -> Marker:
         (record.get(f"block.{n}.name"), record.get(f"block.{n}.path"))
         for n in range(int(record.get("block.count", 0)))
     )
-    return name, not virt.is_inactive(state), disks
+    return name, status.active, disks
 
 
 class LibvirtObserver:
     """Lists the domains of one libvirt connection as ``model.Domain`` records.
 
-    Use ``LibvirtObserver.open(uri)``, ideally as a context manager.
+    Use ``LibvirtObserver.open(uri)``, ideally as a context manager; a connection opened
+    elsewhere (a test's, a benchmark's) is wrapped as a ``virt.Host``.
     """
 
-    def __init__(self, conn: virt.Connection, uri: str) -> None:
-        self._conn = conn
+    def __init__(self, conn: virt.Host | virt.Connection, uri: str) -> None:
+        self._host = conn if isinstance(conn, virt.Host) else virt.Host(conn)
         self._uri = uri
         self._jobs_supported = True
 
@@ -72,10 +73,10 @@ class LibvirtObserver:
     def open(cls, uri: str) -> LibvirtObserver:
         """Open ``uri`` read-only; raise ``HypervisorUnreachable`` when that fails."""
         try:
-            conn = virt.open_connection(uri, read_only=True)
+            host = virt.open_connection(uri, read_only=True)
         except virt.Unreachable as err:
             raise errors.HypervisorUnreachable(uri=uri, reason=err.reason) from err
-        return cls(conn, uri)
+        return cls(host, uri)
 
     @property
     def uri(self) -> str:
@@ -83,13 +84,13 @@ class LibvirtObserver:
         return self._uri
 
     @property
-    def connection(self) -> virt.Connection:
+    def host(self) -> virt.Host:
         """The read-only connection (for watching its domains' events)."""
-        return self._conn
+        return self._host
 
     def close(self) -> None:
         """Close the connection; errors while closing are irrelevant and ignored."""
-        virt.close(self._conn)
+        self._host.close()
 
     def __enter__(self) -> LibvirtObserver:
         return self
@@ -109,9 +110,9 @@ class LibvirtObserver:
         ``hypervisor_hostname`` and ``getType()`` as its ``hypervisor_type``.
         """
         try:
-            hostname = self._conn.getHostname()
-            hypervisor_type = self._conn.getType()
-            capabilities = self._conn.getCapabilities()
+            hostname = self._host.get_hostname()
+            hypervisor_type = self._host.get_type()
+            capabilities = self._host.get_capabilities()
         except virt.Error as err:
             raise self._error(err) from err
         try:
@@ -138,22 +139,22 @@ class LibvirtObserver:
         State, persistence, job and usage are read afresh for every domain.
         """
         try:
-            stats = virt.all_domain_stats(self._conn)
-            transient = virt.transient_uuids(self._conn)
+            stats = self._host.all_domain_stats()
+            transient = self._host.transient_uuids()
         except virt.Error as err:
             raise self._error(err) from err
         kept = known()
         found = []
-        for dom, record in stats:
-            uuid = dom.UUIDString()
-            state, reason = virt.state_of(record)
-            marker = _marker(dom.name(), state, record)
+        for guest, record in stats:
+            uuid = guest.uuid
+            status = virt.status_of(record)
+            marker = _marker(guest.name, status, record)
             definition = kept.get(uuid)
             if definition is None or definition.marker != marker:
-                definition = self._definition(dom, marker)
+                definition = self._definition(guest, marker)
                 if definition is None:
                     continue  # gone while it was read
-            domain = self._domain(dom, state, reason, uuid not in transient, record, definition)
+            domain = self._domain(guest, status, uuid not in transient, record, definition)
             if domain is not None:
                 found.append((domain, definition))
         return found
@@ -166,92 +167,91 @@ class LibvirtObserver:
     def lookup(self, uuid: str) -> tuple[model.Domain, Definition] | None:
         """A fresh read of one domain by UUID, with its definition; None when there is none."""
         try:
-            dom = self._conn.lookupByUUIDString(uuid)
-            state, reason = dom.state()
-            persistent = bool(dom.isPersistent())
-            stats = virt.domain_stats(self._conn, dom) or {}
+            guest = self._host.get_guest(uuid)
+            status = guest.status()
+            persistent = guest.has_persistent_configuration()
+            stats = self._host.domain_stats(guest) or {}
         except virt.Error as err:
-            if virt.is_gone(err):
+            if err.gone:
                 return None
             raise self._error(err) from err
-        definition = self._definition(dom, _marker(dom.name(), state, stats))
+        definition = self._definition(guest, _marker(guest.name, status, stats))
         if definition is None:
             return None
-        domain = self._domain(dom, state, reason, persistent, stats, definition)
+        domain = self._domain(guest, status, persistent, stats, definition)
         return (domain, definition) if domain is not None else None
 
-    def _definition(self, dom: virt.Domain, marker: Marker) -> Definition | None:
+    def _definition(self, guest: virt.Guest, marker: Marker) -> Definition | None:
         """The domain's XML and Nova metadata, read now; None when the domain is gone."""
         try:
-            xml = dom.XMLDesc(0)
-            found = _metadata_element(dom)
+            xml = guest.get_xml_desc()
+            found = _metadata_element(guest)
         except virt.Error as err:
-            if virt.is_gone(err):
+            if err.gone:
                 return None
             raise self._error(err) from err
         try:
             parsed = domain_xml.parse_domain(xml)
         except domain_xml.DomainXMLError as err:
-            raise errors.HypervisorError(uri=self._uri, reason=f"{dom.name()}: {err}") from err
+            raise errors.HypervisorError(uri=self._uri, reason=f"{guest.name}: {err}") from err
         metadata, metadata_error = _parse_metadata(found)
         return Definition(marker, parsed, metadata, metadata_error)
 
     def _domain(
         self,
-        dom: virt.Domain,
-        state: int,
-        reason: int,
+        guest: virt.Guest,
+        status: virt.Status,
         persistent: bool,
         stats: dict[str, Any],
         definition: Definition,
     ) -> model.Domain | None:
         try:
-            job_active = self._job_active(dom, state, reason)
+            job_active = self._job_active(guest, status)
         except virt.Error as err:
-            if virt.is_gone(err):
+            if err.gone:
                 return None
             raise self._error(err) from err
         parsed = definition.parsed
         return model.Domain(
-            uuid=dom.UUIDString(),
-            name=dom.name(),
-            state=virt.domain_state(state),
+            uuid=guest.uuid,
+            name=guest.name,
+            state=status.state,
             persistent=persistent,
             job_active=job_active,
             metadata=definition.metadata,
             metadata_error=definition.metadata_error,
             disks=parsed.disks,
             interfaces=parsed.interfaces,
-            usage=usage_of(stats, parsed, not virt.is_inactive(state)),
+            usage=usage_of(stats, parsed, status.active),
         )
 
-    def _job_active(self, dom: virt.Domain, state: int, reason: int) -> bool:
-        if virt.is_migrating(state, reason):
+    def _job_active(self, guest: virt.Guest, status: virt.Status) -> bool:
+        if status.migrating:
             return True
-        if virt.is_inactive(state) or not self._jobs_supported:
+        if not status.active or not self._jobs_supported:
             return False
         try:
-            return virt.job_running(dom)
+            return guest.job_running()
         except virt.Error as err:
-            if virt.is_unsupported(err):
+            if err.unsupported:
                 # NOTE: a driver without job support (the test driver) cannot
                 # migrate either; stop asking it for every domain.
                 self._jobs_supported = False
                 return False
-            if virt.is_invalid_now(err):
+            if err.invalid_now:
                 # NOTE: libvirt refuses job info on e.g. an incoming migration's
                 # destination; when we cannot tell, assume a job is running.
                 return True
             raise
 
     def _error(self, err: virt.Error) -> errors.HypervisorError:
-        return errors.HypervisorError(uri=self._uri, reason=virt.reason(err))
+        return errors.HypervisorError(uri=self._uri, reason=err.reason)
 
 
-def _metadata_element(dom: virt.Domain) -> tuple[str, str] | None:
+def _metadata_element(guest: virt.Guest) -> tuple[str, str] | None:
     """The Nova metadata element and its namespace, newest namespace first."""
     for namespace in domain_xml.NOVA_NAMESPACES:
-        element = virt.metadata_element(dom, namespace)
+        element = guest.get_metadata_element(namespace)
         if element is not None:
             return element, namespace
     return None

@@ -165,12 +165,12 @@ class LibvirtView:
         self._generation = virt.start_event_loop()
         observer = self._open_observer(self._uri)
         try:
-            self._watching = virt.watch_domains(observer.connection, self._on_event, self._on_close)
+            self._watching = observer.host.watch(self._on_event, self._on_close)
             self._unwatched = None
         except virt.Error as err:
             # NOTE: without events nothing tells the view what changed: every cycle of
             # this connection reads in full, as before the view.
-            self._unwatched = f"libvirt sends no domain events here ({virt.reason(err)})"
+            self._unwatched = f"libvirt sends no domain events here ({err.reason})"
             LOG.warning(
                 "libvirt %s: %s; every cycle reads every domain", self._uri, self._unwatched
             )
@@ -185,7 +185,7 @@ class LibvirtView:
         """Close the connection; what the view kept is in doubt until a full read."""
         observer, self._observer = self._observer, None
         if observer is not None:
-            virt.unwatch(observer.connection, self._watching)
+            observer.host.unwatch(self._watching)
             observer.close()
         self._watching = []
         self._kept = {}

@@ -149,26 +149,26 @@ def bring_back(
     problem = entries.missing(entry, directory, saved)
     if problem:
         raise EffectError(f"restore {entry.uuid}: {problem}; nothing changed")
-    conn = live.open_connection(uri)
+    host = live.open_connection(uri)
     try:
-        _refuse_if_defined(conn, entry.uuid, uri)
+        _refuse_if_defined(host, entry.uuid, uri)
         notes = files.relink_backing(directory, saved)
         if entry.files_moved:
             notes.append(files.move_files_back(entry, instances_path))
         try:
             notes += files.restore_state_files(entry.uuid, xml, directory, swtpm_root)
-            dom = conn.defineXML(xml)
+            guest = host.define(xml)
         except (virt.Error, OSError) as err:
-            _undo(conn, entry, directory, instances_path, saved, None)
+            _undo(host, entry, directory, instances_path, saved, None)
             raise EffectError(f"restore {entry.uuid}: define failed: {_reason_of(err)}") from err
-        notes.insert(0, f"defined {dom.name()}")
+        notes.insert(0, f"defined {guest.name}")
         try:
-            notes += _restore_libvirt_state(conn, dom, directory, saved, start)
+            notes += _restore_libvirt_state(host, guest, directory, saved, start)
         except (virt.Error, OSError) as err:
             what = "start" if start else "restoring its saved state"
-            raise _undone(conn, entry, directory, instances_path, saved, what, err) from err
+            raise _undone(host, entry, directory, instances_path, saved, what, err) from err
     finally:
-        virt.close(conn)
+        host.close()
     if saved is not None:
         _mark(directory, saved, "restored", start)
     return "; ".join(notes)
@@ -186,8 +186,8 @@ def reconciled(journal: Journal, uuid: str, defined: bool) -> str:
 
 
 def _restore_libvirt_state(
-    conn: virt.Connection,
-    dom: virt.Domain,
+    host: virt.Host,
+    guest: virt.Guest,
     directory: str,
     saved: manifests.Manifest | None,
     start: bool,
@@ -197,10 +197,10 @@ def _restore_libvirt_state(
     kept = saved.kept if saved is not None else manifests.Kept()
     for index, name in enumerate(kept.snapshots):
         xml = files.read_kept(directory, manifests.SNAPSHOTS_DIR, f"{index}.xml")
-        virt.redefine_snapshot(dom, xml, current=name == kept.current_snapshot)
+        guest.redefine_snapshot(xml, current=name == kept.current_snapshot)
     for index, _ in enumerate(kept.checkpoints):
         xml = files.read_kept(directory, manifests.CHECKPOINTS_DIR, f"{index}.xml")
-        virt.redefine_checkpoint(dom, xml)
+        guest.redefine_checkpoint(xml)
     if kept.snapshots or kept.checkpoints:
         notes.append(
             f"redefined {len(kept.snapshots)} snapshot(s), {len(kept.checkpoints)} checkpoint(s)"
@@ -208,15 +208,15 @@ def _restore_libvirt_state(
     if kept.managed_save:
         image = os.path.join(directory, manifests.MANAGED_SAVE_FILE)
         if start:
-            virt.resume_saved(conn, image, paused=False)
+            host.resume_saved(image, paused=False)
             return [*notes, "resumed from its managed-save image"]
         # NOTE: libvirt marks a managed save only when it writes one itself: the
         # guest is brought back paused from the kept image and saved again.
-        virt.resume_saved(conn, image, paused=True)
-        virt.managed_save(dom, running=saved_running(image))
+        host.resume_saved(image, paused=True)
+        guest.save_memory_state(running=saved_running(image))
         notes.append("managed-saved again (start resumes it)")
     elif start:
-        dom.create()
+        guest.launch()
         notes.append("started")
     return notes
 
@@ -239,7 +239,7 @@ def saved_running(image: str) -> bool:
 
 
 def _undone(
-    conn: virt.Connection,
+    host: virt.Host,
     entry: QuarantineEntry,
     directory: str,
     instances_path: str,
@@ -248,7 +248,7 @@ def _undone(
     err: Exception,
 ) -> EffectError:
     """Undo a restore whose ``what`` failed; the error that says how it ended."""
-    failed = _undo(conn, entry, directory, instances_path, saved, what)
+    failed = _undo(host, entry, directory, instances_path, saved, what)
     if failed is None:
         return EffectError(
             f"restore {entry.uuid}: {what} failed: {_reason_of(err)}; undone, the guest is "
@@ -261,7 +261,7 @@ def _undone(
 
 
 def _undo(
-    conn: virt.Connection,
+    host: virt.Host,
     entry: QuarantineEntry,
     directory: str,
     instances_path: str,
@@ -271,10 +271,10 @@ def _undo(
     """Undefine again and move the files back into the quarantine; why that failed, or None."""
     try:
         if what is not None:
-            dom = conn.lookupByUUIDString(entry.uuid)
-            if dom.isActive():
-                dom.destroy()
-            virt.undefine_with_fallback(dom)
+            guest = host.get_guest(entry.uuid)
+            if guest.is_active():
+                guest.poweroff()
+            guest.delete_configuration()
         if entry.files_moved:
             os.rename(os.path.join(instances_path, entry.uuid), files.files_dir(directory))
     except (virt.Error, OSError) as err:
@@ -294,20 +294,20 @@ def _mark(directory: str, saved: manifests.Manifest, state: str, started: bool =
     manifests.write(directory, dataclasses.replace(saved, restored_at=now, restore_state=state))
 
 
-def _refuse_if_defined(conn: virt.Connection, uuid: str, uri: str) -> None:
+def _refuse_if_defined(host: virt.Host, uuid: str, uri: str) -> None:
     try:
-        dom = virt.lookup(conn, uuid)
+        guest = host.lookup(uuid)
     except virt.Error as err:
-        raise EffectError(f"restore {uuid}: {virt.reason(err)}") from err
-    if dom is not None:
+        raise EffectError(f"restore {uuid}: {err.reason}") from err
+    if guest is not None:
         raise EffectError(
-            f"restore {uuid}: libvirt {uri} has this UUID again ({dom.name()}); refused"
+            f"restore {uuid}: libvirt {uri} has this UUID again ({guest.name}); refused"
         )
 
 
 def _reason_of(err: Exception) -> str:
     if isinstance(err, virt.Error):
-        return virt.reason(err)
+        return err.reason
     if isinstance(err, OSError):
         return paths.os_reason(err)
     return one_line(err)
