@@ -92,6 +92,7 @@ def _save(directory: str, headline: str, text: str) -> None:
 def _summary(
     c: Counters, failures: int, wall: float, args: argparse.Namespace, exclude: frozenset[str]
 ) -> None:
+    t = c.leftovers
     rows = [
         ("seed", f"{args.seed}" + (f" (without {', '.join(sorted(exclude))})" if exclude else "")),
         ("histories run", f"{c.histories}"),
@@ -117,6 +118,14 @@ def _summary(
                        f"with a forged report ({c.forged_flagged} flagged); "
                        f"{c.api_clock_skewed} histories with Nova's API clock off, "
                        f"{c.configured_dry_runs} configured dry runs"),
+        ("leftovers", f"{t.looks} looks told {t.files} stray files, {t.ports} ports, "
+                      f"{t.attachments} attachments, {t.allocations} allocations, "
+                      f"{t.foreign_ports} foreign ports; {t.commands} commands printed, "
+                      f"{t.held} told without one; {t.leaks} left by failed clean-ups, "
+                      f"{t.events} leftover events, {t.service_faults} service faults; "
+                      f"{t.split_brains} merges told a healthy server split-brain; "
+                      f"{t.silent_gap} commands in use after a silently wrong Nova answer "
+                      "(the known gap)"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),
     ]  # fmt: skip

@@ -74,10 +74,10 @@ import datetime
 from collections.abc import Iterable
 
 from nova_orphans.agent import CycleResult
-from nova_orphans.fleet.merge import MergedFleet, PerHostReport
-from nova_orphans.model import ORPHAN_KINDS, Domain, Kind, Selector
 from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.host import Quarantined, SimulatedHost
+from nova_orphans.fleet.merge import MergedFleet, PerHostReport
+from nova_orphans.model import ORPHAN_KINDS, Domain, Kind, Selector
 from nova_orphans.record.entries import STAMP_FORMAT
 from nova_orphans.record.journal import Journal
 from nova_orphans.sim.cloud import CELLS, HOST, Cloud
@@ -431,8 +431,9 @@ class Liveness:
         return late
 
 
-def config_loaded(setup: Setup, edits: Config, loaded: Loaded) -> list[str]:
-    """Invariant 8 for a config file the loader accepted."""
+def config_loaded(setup: Setup, edits: Config, loaded: Loaded, instances: str = "") -> list[str]:
+    """Invariant 8 for a config file the loader accepted (``instances``: the host's
+    instances_path it must name, and name as the host's)."""
     if edits.typo is not None:
         return [f"a config with typo {edits.typo!r} loaded: an agent would run with it"]
     wanted = setup.policy()
@@ -448,6 +449,8 @@ def config_loaded(setup: Setup, edits: Config, loaded: Loaded) -> list[str]:
         problems.append(f"the agent loaded dry_run={loaded.dry_run}, the config says otherwise")
     if (loaded.pinned_node is not None) != setup.pin_node:
         problems.append(f"the agent loaded compute_node_uuid={loaded.pinned_node}")
+    if instances and {loaded.instances_path, loaded.host_instances_path} != {instances}:
+        problems.append(f"the agent loaded instances_path={loaded.instances_path}")
     return problems
 
 

@@ -16,12 +16,12 @@ import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable
 
-from nova_orphans.model import Disk, DomainState
 from nova_orphans.fakes.host import INSTANCES, SimulatedHost
 from nova_orphans.fakes.host import Disk as HostDisk
 from nova_orphans.fakes.nova import START, SimulatedNova
 from nova_orphans.fakes.nova_views import SimServer
 from nova_orphans.fakes.services import SimCinder
+from nova_orphans.model import Disk, DomainState
 
 HOST, OTHER = "cmp-1", "cmp-2"
 #: The disks a tenant (or an image) can make hostile, by ``hostile_disk``'s arg: the
@@ -80,6 +80,9 @@ class Cloud:
         #: Cinder: the volumes guests here hold, some attached to another server too.
         self.cinder = SimCinder()
         self._other_cloud: SimulatedNova | None = None
+        #: Called after every operation that applied (``sim/services.py`` settles Neutron,
+        #: Cinder and Placement as Nova would).
+        self.after_apply: Callable[[str, str, str], None] | None = None
 
     @property
     def other_cloud(self) -> SimulatedNova:
@@ -208,6 +211,8 @@ class Cloud:
         done = OPERATIONS[op](self, label, arg)
         if done and label:
             self._touch(label)
+        if done and self.after_apply is not None:
+            self.after_apply(op, label, arg)
         return done
 
     def boot_here(self, label: str, arg: str) -> bool:

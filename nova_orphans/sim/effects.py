@@ -17,8 +17,8 @@ from collections.abc import Callable
 from nova_orphans.act.effects import EffectError, FilesResult
 from nova_orphans.act.quarantine import manifest as manifests
 from nova_orphans.act.quarantine.manifest import Kept, Manifest
-from nova_orphans.model import Domain
 from nova_orphans.fakes.host import Quarantined, SimulatedEffects, SimulatedHost
+from nova_orphans.model import Domain
 
 DESTRUCTIVE = frozenset({"stop", "undefine", "move_instance_files"})
 

@@ -12,8 +12,9 @@ import dataclasses
 import random
 from collections.abc import Callable, Iterator
 
-from nova_orphans.model import Kind
 from nova_orphans.fakes.nova import Fault
+from nova_orphans.model import Kind
+from nova_orphans.sim import leftovers
 from nova_orphans.sim.cloud import CELLS, HOST, HOSTILE_DISKS, OTHER, Cloud, uuid_of
 from nova_orphans.sim.operator import OTHER_CLOUD, TYPOS
 from nova_orphans.sim.play import FORGERIES
@@ -136,6 +137,7 @@ FAULT_NAMES = (
                                        "dry-run", "second-agent", "clock-forward",
                                        "clock-back", "virsh-start", "restore-start",
                                        "release", "fleet-forged", "no-compute-id"))
+    + leftovers.FAULT_NAMES
 )  # fmt: skip
 
 
@@ -199,6 +201,8 @@ class Generator:
             self.setup = dataclasses.replace(self.setup, api_clock_offset=0.0)
         if "operator:no-compute-id" in exclude:
             self.setup = dataclasses.replace(self.setup, compute_id=True)
+        self.leftovers = leftovers.Stream(random.Random(f"{seed}:{index}:leftovers"), exclude)
+        self.setup = self.leftovers.setup(self.setup)
         self.cycles = cycles
         self.weather = _WEATHER[self.rng.choice(("calm", "light", "light", "stormy"))]
         self._servers = self._foreign = 0
@@ -218,8 +222,9 @@ class Generator:
             )
             for at in times:
                 yield Event(at, *self._event(cloud))
+            yield from self.leftovers.before_cycle(k * interval - 0.75, cloud)
             yield from self.operator.before_cycle(k, k * interval - 0.5)
-            yield self._cycle(k * interval)
+            yield self.leftovers.cycle(self._cycle(k * interval))
 
     def _boot(self) -> tuple[str, str, str]:
         if self.rng.random() < 0.12:

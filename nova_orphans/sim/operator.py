@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 
 from nova_orphans import config
 from nova_orphans.config import ConfigError
-from nova_orphans.model import Selector
 from nova_orphans.decide.policy import Policy
+from nova_orphans.model import Selector
+from nova_orphans.record.journal import Journal, JournalLocked, refuse_if_held
+from nova_orphans.record.lock import LiveAgentRunning, LiveLock
 from nova_orphans.sim.cloud import HOST, OTHER
 from nova_orphans.sim.steps import Setup
 
@@ -95,6 +98,14 @@ class Loaded:
     #: ``[agent] dry_run`` and ``[DEFAULT] compute_node_uuid`` as loaded.
     dry_run: bool = False
     pinned_node: str | None = None
+    #: ``[DEFAULT] instances_path`` and ``[leftovers] host_instances_path`` as loaded.
+    instances_path: str = ""
+    host_instances_path: str | None = None
+
+
+def instances_dir(state_dir: str) -> str:
+    """The host's ``instances_path`` in a history's scratch directory (``sim.leftovers``)."""
+    return os.path.join(state_dir, "instances")
 
 
 def render(setup: Setup, edits: Config, state_dir: str, node_uuid: str = "") -> str:
@@ -103,8 +114,9 @@ def render(setup: Setup, edits: Config, state_dir: str, node_uuid: str = "") -> 
     ``node_uuid``: Nova's node of the host, pinned when ``setup.pin_node``.
     """
     actions = dict(setup.actions)
+    instances = instances_dir(state_dir)
     sections: dict[str, list[tuple[str, str]]] = {
-        "DEFAULT": [("host", edits.host)],
+        "DEFAULT": [("host", edits.host), ("instances_path", instances)],
         "agent": [
             ("interval", f"{int(setup.interval)}"),
             ("grace_period", f"{int(setup.grace_period)}"),
@@ -116,6 +128,8 @@ def render(setup: Setup, edits: Config, state_dir: str, node_uuid: str = "") -> 
             ("state_dir", state_dir),
         ],
         "libvirt": [("connection_uri", URIS[edits.libvirt])],
+        # NOTE: the host's own path, so that no container around the run withholds rm -r.
+        "leftovers": [("host_instances_path", instances)],
     }
     # NOTE: the operator asks for the impossible (reap a foreign guest...) only in the
     # simulation's own Setup; the config has no such option, so those stay out.
@@ -132,6 +146,12 @@ def render(setup: Setup, edits: Config, state_dir: str, node_uuid: str = "") -> 
         sections["agent"].append(("allow_name_patterns", ",".join(setup.allow_patterns)))
     if setup.deny_patterns:
         sections["DEFAULT"].append(("deny_name_patterns", ",".join(setup.deny_patterns)))
+    if setup.deny_labels:
+        sections["DEFAULT"].append(("deny_uuids", ",".join(sorted(setup.deny().uuids))))
+    if setup.leftover_sightings_required is not None:
+        sections["leftovers"].append(("sightings_required", f"{setup.leftover_sightings_required}"))
+    if setup.leftover_grace_period is not None:
+        sections["leftovers"].append(("grace_period", f"{int(setup.leftover_grace_period)}"))
     if edits.typo is not None:
         section, key, value = TYPOS[edits.typo]
         lines = sections.setdefault(section, [])
@@ -163,7 +183,51 @@ def load(setup: Setup, edits: Config, workdir: str, node_uuid: str = "") -> Load
         paths.dry_run_journal,
         bool(conf.agent.dry_run),
         settings.pinned_node,
+        settings.instances_path,
+        settings.host_instances_path,
     )
+
+
+def nova_state(node_uuid: str, scratch: str | None) -> str:
+    """A nova-compute state_path whose compute_id holds ``node_uuid``, shared by every run.
+
+    NOTE: one path for every run (the node UUID is the same in each), so that a dry run
+    and the live run of one history report the same identity line (invariant 5); it is
+    written once, through a rename, so a concurrent run never reads half of it.
+    """
+    directory = os.path.join(scratch or tempfile.gettempdir(), f"nova-orphans-sim-{node_uuid}")
+    if not os.path.exists(os.path.join(directory, "compute_id")):
+        os.makedirs(directory, exist_ok=True)
+        fd, partial = tempfile.mkstemp(dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(node_uuid)
+        os.replace(partial, os.path.join(directory, "compute_id"))
+    return directory
+
+
+def second_agent(journal_path: str, live_lock: str, workdir: str) -> tuple[bool, list[str]]:
+    """A second ``nova-orphans run`` on the live agent's state: whether both of its ways
+    in were refused, and what was not (invariant 10)."""
+    problems = []
+    try:
+        refuse_if_held(journal_path)
+        problems.append("refuse_if_held did not name the live agent")
+    except JournalLocked:
+        pass
+    refused = 0
+    try:
+        Journal(journal_path, exclusive=True).close()
+        problems.append("a second live agent opened the journal the live agent holds")
+    except JournalLocked:
+        refused += 1
+    # NOTE: a second agent with a state directory of its own (a unit beside a
+    # container) shares no journal: this host's live lock must refuse it (rule 14).
+    try:
+        LiveLock.take(live_lock, f"{workdir}/other-state/journal.sqlite").release()
+        problems.append("a second live agent of another state directory took the live lock")
+    except LiveAgentRunning:
+        refused += 1
+    return refused == 2, problems
 
 
 def host_of(uri: str) -> str:
@@ -179,6 +243,9 @@ __all__ = [
     "ConfigError",
     "Loaded",
     "host_of",
+    "instances_dir",
     "load",
+    "nova_state",
     "render",
+    "second_agent",
 ]

@@ -4,40 +4,32 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nova_orphans import audit
 from nova_orphans.act.actuator import Outcome, Steps
 from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.fleet import merge
+from nova_orphans.audit import AuditReport
 from nova_orphans.decide import gate
 from nova_orphans.decide.plan import Plan
 from nova_orphans.decide.policy import Step as PolicyStep
 from nova_orphans.fakes.nova import Fault
-from nova_orphans.fakes.services import SimNeutron, SimPlacement
-from nova_orphans.fleet.from_reports import merge_reports
-from nova_orphans.fleet.reports import parse_document
 from nova_orphans.observe.errors import HypervisorError
 from nova_orphans.observe.nova.api import default_retry
-from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver
-from nova_orphans.observe.services.dangers import DangerObserver
-from nova_orphans.observe.services.placement import PlacementObserver
 from nova_orphans.record.entries import STAMP_FORMAT, QuarantineEntry
-from nova_orphans.record.journal import Journal, JournalLocked, refuse_if_held
-from nova_orphans.record.lock import LiveAgentRunning, LiveLock
-from nova_orphans.render import host as host_report
-from nova_orphans.sim import checks, operator
+from nova_orphans.record.journal import Journal, JournalLocked
+from nova_orphans.record.lock import LiveLock
+from nova_orphans.sim import checks, commands, fleet, leftovers, operator, services
 from nova_orphans.sim.cloud import CELLS, EPOCH, HOST, OTHER, Cloud, uuid_of
 from nova_orphans.sim.effects import DESTRUCTIVE, CheckedEffects, Crash
+from nova_orphans.sim.fleet import FORGERIES, UNKNOWN_HOST
 from nova_orphans.sim.steps import Cycle, Event, Setup, Step
 
 #: Where journals and quarantines go: memory-backed when the machine has it.
@@ -53,18 +45,21 @@ RACES = {"vanish": "vanish", "db_restore": "db_restore", "migrate": "migrate_bac
 #: ``virsh start`` the cloud's "virsh_start".) "fleet" merges the agent's last report with
 #: a forged one (``arg``: see ``FORGERIES``) the way ``fleet audit --reports`` does.
 OPERATOR_OPS = frozenset({"config", "dry_run", "second_agent", "clock", "release", "fleet"})
-#: Reports forged (or from a clock far off) beside the host's own, each claiming the host
-#: holds no orphan: dated ahead, of a host Nova does not know, or disagreeing with the
-#: host's own report at about the same time.
-FORGERIES = ("ahead", "unknown-host", "conflicting")
-#: A host no nova-compute service of Nova runs on.
-UNKNOWN_HOST = "cmp-9"
+__all__ = ["FORGERIES", "OPERATOR_OPS", "UNKNOWN_HOST", "Counters", "Run"]
 
 
 class WatchedAgent(Agent):
-    """The real agent; remembers the last plan, so that a crashed cycle's plan is known too."""
+    """The real agent; remembers the last plan, so that a crashed cycle's plan is known
+    too, and hands each cycle's told report to ``on_told`` at the moment it is told."""
 
     last_plan: Plan | None = None
+    on_told: Callable[[AuditReport, str | None], None] | None = None
+
+    def _tell_leftovers(self, report: AuditReport, holds: Any, brake: str | None) -> AuditReport:
+        report = super()._tell_leftovers(report, holds, brake)
+        if self.on_told is not None:
+            self.on_told(report, brake)
+        return report
 
     def _log_plan(self, plan: Plan) -> None:
         self.last_plan = plan
@@ -128,29 +123,14 @@ class Counters:
     api_clock_skewed: int = 0
     configured_dry_runs: int = 0
     unproven_setups: int = 0
+    #: The leftovers: what the looks told, what the world left (``commands.Tally``).
+    leftovers: commands.Tally = dataclasses.field(default_factory=commands.Tally)
     violations: int = 0
 
     def add(self, other: Counters) -> None:
         """Add ``other`` into this."""
         for field in dataclasses.fields(self):
             setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
-
-
-def _nova_state(node_uuid: str) -> str:
-    """A nova-compute state_path whose compute_id holds ``node_uuid``, shared by every run.
-
-    NOTE: one path for every run (the node UUID is the same in each), so that a dry run
-    and the live run of one history report the same identity line (invariant 5); it is
-    written once, through a rename, so a concurrent run never reads half of it.
-    """
-    directory = os.path.join(SCRATCH or tempfile.gettempdir(), f"nova-orphans-sim-{node_uuid}")
-    if not os.path.exists(os.path.join(directory, "compute_id")):
-        os.makedirs(directory, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(node_uuid)
-        os.replace(partial, os.path.join(directory, "compute_id"))
-    return directory
 
 
 class Run:
@@ -169,7 +149,7 @@ class Run:
         #: This machine's nova-compute state_path: its compute_id names Nova's node of HOST,
         #: the proof of identity (docs/design.md rule 10) whatever the config names.
         self.node_uuid = self.cloud.nova.computes[HOST].node_uuid
-        self.nova_state = _nova_state(self.node_uuid)
+        self.nova_state = operator.nova_state(self.node_uuid, SCRATCH)
         self.counters = Counters(histories=1)
         c = self.counters
         c.api_clock_skewed = bool(setup.api_clock_offset)
@@ -214,9 +194,13 @@ class Run:
         self.observer = NovaObserver(self.cloud.nova, page_size=setup.page_size, retry=retry)
         #: The Nova a ``[nova]`` section of another cloud reaches (built when first needed).
         self._other_cloud_observer: NovaObserver | None = None
-        self.services = audit.Services(
-            PlacementObserver(SimPlacement()), DangerObserver(self.cloud.cinder, SimNeutron())
-        )
+        self.world = services.World(self.cloud, setup, operator.instances_dir(self.workdir))
+        self.world.on_look = self._look_started
+        self.cloud.after_apply = self.world.settle
+        self.services = self.world.services
+        #: What ran where when the last live cycle looked, for the fleet merge (invariant 17).
+        self._seen: fleet.Moment | None = None
+        self._last_seen: fleet.Moment | None = None
         #: The last report a cycle of the live agent wrote (``[agent] report_file``).
         self.last_report: CycleResult | None = None
         self.agent = self._agent()
@@ -225,8 +209,10 @@ class Run:
         self.played: list[Step] = []
         self._nova_faults: dict[int, str] = {}
         self._reads: list[tuple[int, str]] = []
-        self._requests = self._read_count = self._fired = 0
+        self._requests = self._read_count = self._fired = self._silent = 0
         self._scan_fired: int | None = None
+        #: Nova faults fired when the leftovers' look began (its faults reach no scan).
+        self._look_fired: int | None = None
         #: Since the agent's last full look at Nova, a fault reached a scan or rows were
         #: archived: its incremental view may still hold a server as Nova's (safe: never
         #: acted on) until the next full look (docs/design.md §8).
@@ -245,7 +231,8 @@ class Run:
                 raise AssertionError(f"the simulation's own config was refused: {exc}") from exc
             self.counters.configs_refused += 1
             return None
-        for problem in checks.config_loaded(self.setup, self.edits, loaded):
+        instances = operator.instances_dir(self.workdir)
+        for problem in checks.config_loaded(self.setup, self.edits, loaded, instances):
             self._violation(checks.CONFIG, problem)
         return loaded
 
@@ -260,7 +247,7 @@ class Run:
         dry_run = dry_run or self.dry_run or self.loaded.dry_run
         libvirt = operator.host_of(self.loaded.libvirt_uri)
         effects: Effects = self.checked if libvirt == HOST else self.other_checked
-        return WatchedAgent(
+        agent = WatchedAgent(
             host=self.loaded.host,
             open_hypervisor=lambda: no_context(
                 self.cloud.hv if libvirt == HOST else self.cloud.mirror()
@@ -279,7 +266,11 @@ class Run:
             live_journal_path=self.loaded.journal if journal is not None else None,
             clock=self.agent_clock,
             retention=datetime.timedelta(seconds=self.setup.retention),
+            instances_path=self.loaded.instances_path,
+            host_instances_path=self.loaded.host_instances_path,
         )
+        agent.on_told = self._told
+        return agent
 
     def _nova_observer(self) -> NovaObserver:
         """The Nova the config's ``[nova]`` section reaches: this cloud's, or another's."""
@@ -331,6 +322,11 @@ class Run:
             return
         if event.op == "quarantine_restore":
             self.counters.events_applied += self._operator_restore(event.label, event.arg)
+            return
+        if event.op in leftovers.OPS:
+            applied = leftovers.apply(self.world, event.op, event.label, event.arg)
+            self.counters.events_applied += applied
+            self.counters.leftovers.events += applied
             return
         if self.cloud.apply(event.op, event.label, event.arg):
             self.counters.events_applied += 1
@@ -449,64 +445,42 @@ class Run:
             self._violation(checks.DRY_APART, "a dry run beside the live agent changed its journal")
 
     def _second_agent(self) -> None:
-        """A second ``nova-orphans run`` on the live agent's state: it must be refused."""
-        if self.loaded is None:
-            return
-        problems = []
-        try:
-            refuse_if_held(self.journal_path)
-            problems.append("refuse_if_held did not name the live agent")
-        except JournalLocked:
-            pass
-        refused = 0
-        try:
-            Journal(self.journal_path, exclusive=True).close()
-            problems.append("a second live agent opened the journal the live agent holds")
-        except JournalLocked:
-            refused += 1
-        # NOTE: a second agent with a state directory of its own (a unit beside a
-        # container) shares no journal: this host's live lock must refuse it (rule 14).
-        try:
-            LiveLock.take(
-                self.live_lock.path, f"{self.workdir}/other-state/journal.sqlite"
-            ).release()
-            problems.append("a second live agent of another state directory took the live lock")
-        except LiveAgentRunning:
-            refused += 1
-        self.counters.second_agents_refused += refused == 2
-        for problem in problems:
-            self._violation(checks.LOCK, problem)
+        """A second ``nova-orphans run`` on the live agent's state (``operator.second_agent``)."""
+        if self.loaded is not None:
+            refused, problems = operator.second_agent(
+                self.journal_path, self.live_lock.path, self.workdir
+            )
+            self.counters.second_agents_refused += refused
+            for problem in problems:
+                self._violation(checks.LOCK, problem)
 
     def _fleet(self, forgery: str) -> None:
-        """``fleet audit --reports`` over the agent's last report and one forged beside it.
-
-        Invariant 15: the host's orphans in its own report are never hidden: the merge
-        shows them, or does not trust the host; a host Nova does not know is never trusted.
-        """
-        result = self.last_report
-        if result is None or result.report is None:
+        """``fleet audit --reports`` over the agent's last report, one forged beside it and
+        the other compute's (``sim/fleet.py``: invariants 15 and 17)."""
+        result, seen = self.last_report, self._last_seen
+        if result is None or result.report is None or seen is None:
             return
         self.counters.fleet_merges += 1
-        now = self.agent_clock()
-        own = parse_document(json.loads(host_report.render_json(result.report)), f"{HOST}.json")
-        assert isinstance(own, merge.PerHostReport), own
-        lie = dataclasses.replace(own, source="forged.json", findings=())
-        if forgery == "ahead":
-            lie = dataclasses.replace(lie, checked_at=now + datetime.timedelta(minutes=25))
-        elif forgery == "unknown-host":
-            lie = dataclasses.replace(lie, host=UNKNOWN_HOST, checked_at=now)
-        else:
-            lie = dataclasses.replace(
-                lie, checked_at=own.checked_at + datetime.timedelta(seconds=1)
-            )
-        max_age = datetime.timedelta(seconds=3 * self.setup.interval)
-        nova = FleetNovaObserver(self.cloud.nova, page_size=self.setup.page_size)
-        merged = merge_reports([own, lie], nova, now, max_age)
-        standing = {h.host: h for h in merged.hosts}
-        flagged = not standing[lie.host].trusted or standing[lie.host].report != lie
-        self.counters.forged_flagged += flagged
-        for problem in checks.fleet_merged(own, lie, merged):
-            self._violation(checks.FLEET, problem)
+        merged = fleet.merge(forgery, result.report, seen, self.cloud, self.setup,
+                             self.agent_clock())  # fmt: skip
+        self.counters.forged_flagged += merged.flagged
+        self.counters.leftovers.split_brains += any(
+            i == fleet.SPLIT_BRAIN for i, _ in merged.problems
+        )
+        for invariant, problem in merged.problems:
+            self._violation(invariant, problem)
+
+    def _told(self, report: AuditReport, brake: str | None) -> None:
+        """Invariant 16 at the moment a cycle tells its leftovers (``sim/commands.py``)."""
+        if not self.dry_run:
+            self._seen = fleet.moment(self.cloud)
+            for problem in commands.at_tell(self, report, brake):
+                self._violation(commands.TOLD, problem)
+
+    def _look_started(self) -> None:
+        """The agent started looking at the services: later Nova faults miss the scan."""
+        if self._look_fired is None:
+            self._look_fired = self._fired
 
     # --- the agent's cycles ----------------------------------------------------------------
 
@@ -535,13 +509,14 @@ class Run:
             self._restart()
         finally:
             self._disarm()
-        scan_faulted = bool(self._fired if self._scan_fired is None else self._scan_fired)
+        marks = [m for m in (self._look_fired, self._scan_fired) if m is not None]
+        scan_faulted = bool(min(marks) if marks else self._fired)
         acted = self.checked.total_calls + self.other_checked.total_calls > calls_before
         if result is not None and result.error and self.edits.wrong_view:
             self.counters.identity_refused += 1
         self.counters.wrong_cloud_cycles += self.edits.wrong_cloud
         if result is not None and result.report is not None and not self.dry_run:
-            self.last_report = result
+            self.last_report, self._last_seen = result, self._seen
         self._count(result)
         self._held_after(result.plan if result else plan)
         for o in result.outcomes if result else ():
@@ -633,8 +608,9 @@ class Run:
     def _arm(self, cycle: Cycle) -> None:
         self._nova_faults = dict(cycle.nova_faults)
         self._reads = list(cycle.reads)
-        self._requests = self._read_count = self._fired = 0
-        self._scan_fired = None
+        self._requests = self._read_count = self._fired = self._silent = 0
+        self._scan_fired = self._look_fired = self._seen = None
+        self.world.before_cycle(cycle.services)
         self.cloud.nova.fault_hook = self._nova_fault
         self.cloud.nova.down_cells = {CELLS[cycle.cell_down]} if cycle.cell_down else set()
         self.counters.faults += bool(cycle.cell_down)
@@ -644,6 +620,8 @@ class Run:
             effects.new_cycle(cycle.crash, cycle.fail)
 
     def _disarm(self) -> None:
+        self.world.after_cycle()
+        self._silent = 0
         self.cloud.nova.fault_hook = None
         self.cloud.nova.down_cells = set()
         self.cloud.hv.before_read = None
@@ -656,6 +634,7 @@ class Run:
         if fault is None:
             return None
         self._fired += 1
+        self._silent += fault in commands.SILENT
         self.counters.faults += 1
         return Fault(fault)
 
@@ -755,3 +734,5 @@ class Run:
         self.counters.stops = self.checked.stops_done + self.other_checked.stops_done
         self.counters.reaps = self.checked.reaps_done + self.other_checked.reaps_done
         self.counters.purges = self.checked.purges_done
+        self.counters.leftovers.leaks = self.world.leaked
+        self.counters.leftovers.service_faults = self.world.faults

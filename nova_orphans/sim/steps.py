@@ -13,8 +13,9 @@ import dataclasses
 import json
 from typing import Any
 
-from nova_orphans.model import Kind, Selector
 from nova_orphans.decide.policy import Action, Policy
+from nova_orphans.model import Kind, Selector
+from nova_orphans.sim.cloud import uuid_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +51,15 @@ class Cycle:
     crash: tuple[int, str] | None = None
     fail: tuple[str, ...] = ()
     cell_down: str = ""
+    services: tuple[str, ...] = ()
 
     @property
     def faulty(self) -> bool:
         """True when anything is injected into this cycle."""
-        return bool(self.nova_faults or self.reads or self.crash or self.fail or self.cell_down)
+        return bool(
+            self.nova_faults or self.reads or self.crash or self.fail or self.cell_down
+            or self.services
+        )  # fmt: skip
 
 
 Step = Event | Cycle
@@ -90,6 +95,19 @@ class Setup:
     compute_id: bool = True
     #: Whether the config pins ``[DEFAULT] compute_node_uuid`` (this cloud's node of the host).
     pin_node: bool = False
+    #: Guests deny-listed by UUID (``[DEFAULT] deny_uuids``), by label.
+    deny_labels: tuple[str, ...] = ()
+    #: ``[leftovers] sightings_required`` and ``grace_period`` (None: as for the guests).
+    leftover_sightings_required: int | None = None
+    leftover_grace_period: float | None = None
+    #: Neutron's ``pagination_max_limit`` and Cinder's ``osapi_max_limit`` (0: no paging,
+    #: Cinder's 1000).
+    neutron_page: int = 0
+    cinder_page: int = 0
+    #: Whether clean-ups that fail in real clouds leave what the server held
+    #: (``sim.leftovers``), and the seed that says which ones do.
+    leaks: bool = False
+    leak_seed: int = 0
 
     def policy(self) -> Policy:
         """The ``Policy`` this setup describes."""
@@ -104,11 +122,14 @@ class Setup:
             allow=Selector(name_patterns=self.allow_patterns),
             interval=self.interval,
             stop_shared_volume_at_once=self.stop_shared_volume_at_once,
+            leftover_sightings_required=self.leftover_sightings_required,
+            leftover_grace_period=self.leftover_grace_period,
         )
 
     def deny(self) -> Selector:
         """The agent's deny list."""
-        return Selector(name_patterns=self.deny_patterns)
+        uuids = frozenset(uuid_of(label) for label in self.deny_labels)
+        return Selector(uuids, name_patterns=self.deny_patterns)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +160,7 @@ class History:
         setup = data["setup"]
         for key in ("actions",):
             setup[key] = tuple(tuple(pair) for pair in setup[key])
-        for key in ("allow_patterns", "deny_patterns"):
+        for key in ("allow_patterns", "deny_patterns", "deny_labels"):
             setup[key] = tuple(setup[key])
         steps = tuple(_step_from_dict(s) for s in data["steps"])
         return cls(data["seed"], data["index"], Setup(**setup), steps)
@@ -157,4 +178,5 @@ def _step_from_dict(data: dict[str, Any]) -> Step:
     data["reads"] = tuple(tuple(p) for p in data.get("reads", ()))
     data["crash"] = tuple(data["crash"]) if data.get("crash") else None
     data["fail"] = tuple(data.get("fail", ()))
+    data["services"] = tuple(data.get("services", ()))
     return Cycle(**data)

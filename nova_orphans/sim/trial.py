@@ -159,12 +159,15 @@ def shrink(
 
 def _simpler(step: Step) -> Iterator[Step]:
     if isinstance(step, Cycle) and step.faulty:
-        yield dataclasses.replace(step, nova_faults=(), reads=(), crash=None, fail=(), cell_down="")
+        yield dataclasses.replace(
+            step, nova_faults=(), reads=(), crash=None, fail=(), cell_down="", services=()
+        )
         yield dataclasses.replace(step, nova_faults=())
         yield dataclasses.replace(step, reads=())
         yield dataclasses.replace(step, crash=None)
         yield dataclasses.replace(step, fail=())
         yield dataclasses.replace(step, cell_down="")
+        yield dataclasses.replace(step, services=())
 
 
 def minimal(result: Result, budget: int = 300) -> History:

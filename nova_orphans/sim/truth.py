@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 
-from nova_orphans.model import Domain
 from nova_orphans.fakes.host import SimulatedHost
 from nova_orphans.fakes.nova_views import SimMigration
+from nova_orphans.model import Domain
 from nova_orphans.sim.cloud import HOST, Cloud
 
 #: Migration statuses during which Nova still works on the instance (both ends may hold

@@ -24,6 +24,7 @@ from nova_orphans.observe.nova import tracker as nova_tracker
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.sim import checks, trial
 from nova_orphans.sim.cloud import HOSTILE_DISKS
+from nova_orphans.sim.fleet import SPLIT_BRAIN
 from nova_orphans.sim.generate import FAULT_NAMES, Generator
 from nova_orphans.sim.operator import OTHER_CLOUD
 from nova_orphans.sim.play import FORGERIES
@@ -250,7 +251,9 @@ def test_a_merge_that_trusts_every_report_breaks_the_fleet_invariant(forgery, mo
 
     monkeypatch.setattr(merge, "_standing", trusting)
     found = trial.replay(fleet(forgery)).violations
-    assert [v.invariant for v in found] == [checks.FLEET], found
+    # NOTE: a trusted report of a host Nova does not know running the host's servers also
+    # makes them split-brain (invariant 17).
+    assert [v.invariant for v in found if v.invariant != SPLIT_BRAIN] == [checks.FLEET], found
 
 
 def test_forged_reports_are_generated_and_can_be_excluded():
