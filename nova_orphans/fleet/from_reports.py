@@ -12,20 +12,20 @@ import dataclasses
 import datetime
 from collections.abc import Sequence
 
-from nova_orphans.fleet import merge
+from nova_orphans.fleet import merge, records
 from nova_orphans.model import Migration, Server
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
 def merge_reports(
-    parsed: Sequence[merge.PerHostReport | merge.BadReport],
+    parsed: Sequence[records.PerHostReport | records.BadReport],
     nova: FleetNovaObserver,
     now: datetime.datetime,
     max_age: datetime.timedelta,
-) -> merge.MergedFleet:
+) -> records.MergedFleet:
     """Merge the reports; raises ``NovaError`` when Nova fails (nothing is concluded then)."""
-    reports = [p for p in parsed if isinstance(p, merge.PerHostReport)]
-    bad = [p for p in parsed if isinstance(p, merge.BadReport)]
+    reports = [p for p in parsed if isinstance(p, records.PerHostReport)]
+    bad = [p for p in parsed if isinstance(p, records.BadReport)]
     hosts, unattributed = merge.standings(reports, bad, nova.compute_hosts(), now, max_age)
 
     def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:

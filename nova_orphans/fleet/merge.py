@@ -19,167 +19,21 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from nova_orphans import shapes
 from nova_orphans.classify.guests import MIGRATION_IN_PROGRESS
 from nova_orphans.classify.leftover import LeftoverKind
-from nova_orphans.fleet.split_brain import RUNNING_STATES
-from nova_orphans.model import ORPHAN_KINDS, DomainState, Kind, Migration, Server, Usage
-
-
-@dataclasses.dataclass(frozen=True)
-class SeenDomain:
-    """One domain a host's report lists: its UUID, name and libvirt state."""
-
-    uuid: str
-    name: str
-    state: DomainState
-
-    @property
-    def running(self) -> bool:
-        """True when the guest executes (a paused copy does not)."""
-        return self.state in RUNNING_STATES
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportedFinding:
-    """One finding as the host classified it."""
-
-    uuid: str
-    name: str
-    kind: Kind
-    reason: str
-    #: What the guest consumed when the report was written (None: the report does not say).
-    usage: Usage | None = None
-    #: The reason in a few words (empty when the report has none).
-    brief: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportedLeftover:
-    """One leftover as the host told it (docs/design.md §8b): no command is carried over,
-    a report is hostile input (rule 20); the host's own audit prints it."""
-
-    kind: LeftoverKind
-    subject: str
-    server: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class ReportedLeftovers:
-    """A host's leftovers: how many of each kind (None: not checked there), and each."""
-
-    counts: Mapping[LeftoverKind, int | None]
-    items: tuple[ReportedLeftover, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class PerHostReport:
-    """One host's report, as read from ``source`` (its file ``H.json``, or ``stdin #N from H``)."""
-
-    source: str
-    host: str
-    checked_at: datetime.datetime
-    #: ``verified``, ``unproven`` or ``mismatch`` (docs/design.md rule 10).
-    identity: str
-    identity_reason: str
-    domains: tuple[SeenDomain, ...]
-    findings: tuple[ReportedFinding, ...]
-    #: None when the report does not tell them (not looked for, or an older nova-orphans).
-    leftovers: ReportedLeftovers | None = None
-
-    @property
-    def identity_verified(self) -> bool:
-        """True only when the report proves its libvirt read is the host Nova means."""
-        return self.identity == "verified"
-
-
-@dataclasses.dataclass(frozen=True)
-class BadReport:
-    """A report that could not be used, and why; ``host`` when the document named one."""
-
-    source: str
-    reason: str
-    host: str | None = None
-
-
-class Standing(str, enum.Enum):
-    """How far a host's report can be trusted."""
-
-    TRUSTED = "trusted"
-    STALE = "stale"
-    UNRELIABLE = "unreliable"
-    UNREADABLE = "unreadable"
-    MISSING = "missing"
-
-
-@dataclasses.dataclass(frozen=True)
-class HostStanding:
-    """One host of the merged fleet: its report (if any), how far it is trusted, and why."""
-
-    host: str
-    standing: Standing
-    report: PerHostReport | None
-    notes: tuple[str, ...]
-    known_to_nova: bool
-
-    @property
-    def trusted(self) -> bool:
-        """True when this host's report is merged as truth."""
-        return self.standing is Standing.TRUSTED and self.report is not None
-
-    @property
-    def findings(self) -> tuple[ReportedFinding, ...]:
-        """The host's own findings when its report is trusted; none otherwise."""
-        return self.report.findings if self.trusted and self.report else ()
-
-    @property
-    def leftovers(self) -> ReportedLeftovers | None:
-        """The host's leftovers when its report is trusted and tells them; None otherwise."""
-        return self.report.leftovers if self.trusted and self.report else None
-
-
-@dataclasses.dataclass(frozen=True)
-class CrossHost:
-    """A UUID seen on two or more trusted hosts: where it is defined and where it runs."""
-
-    uuid: str
-    name: str
-    hosts: tuple[str, ...]
-    running_on: tuple[str, ...]
-    reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class MergedFleet:
-    """The fleet as its hosts' reports tell it, checked against Nova."""
-
-    checked_at: datetime.datetime
-    max_age: datetime.timedelta
-    hosts: tuple[HostStanding, ...]
-    #: Reports that could not be used and name no host.
-    unattributed: tuple[BadReport, ...]
-    split_brain: tuple[CrossHost, ...]
-    #: Split-brain candidates Nova explains by a migration between the two reports.
-    moved: tuple[CrossHost, ...]
-    #: Defined on two or more trusted hosts, running on at most one.
-    duplicates: tuple[CrossHost, ...]
-    nova_requests: int = 0
-
-    @property
-    def incomplete(self) -> list[HostStanding]:
-        """Hosts whose report is stale, unreliable, unreadable or missing (exit code 1)."""
-        return [h for h in self.hosts if not h.trusted]
-
-    @property
-    def has_orphans(self) -> bool:
-        """Split-brain, or an orphan in a trusted host's report (exit code 3)."""
-        return bool(self.split_brain) or any(
-            f.kind in ORPHAN_KINDS for h in self.hosts if h.trusted for f in h.findings
-        )
-
+from nova_orphans.fleet.records import (
+    BadReport,
+    CrossHost,
+    HostStanding,
+    MergedFleet,
+    PerHostReport,
+    SeenDomain,
+    Standing,
+)
+from nova_orphans.model import Migration, Server
 
 #: How far ahead of this host's clock a report may be dated and still count as written now
 #: (docs/design.md §9): NTP keeps hosts within milliseconds, so a minute is generous; a

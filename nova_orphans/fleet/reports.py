@@ -31,7 +31,7 @@ from nova_orphans.classify.leftover import LeftoverKind
 from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.fleet import report_json
 from nova_orphans.fleet.hostname import NotAHostName, check_host_name
-from nova_orphans.fleet.merge import (
+from nova_orphans.fleet.records import (
     BadReport,
     PerHostReport,
     ReportedFinding,

@@ -6,13 +6,13 @@ import collections
 from typing import Any
 
 from nova_orphans.classify import cost
-from nova_orphans.fleet.merge import (
+from nova_orphans.fleet.merge import leftover_totals
+from nova_orphans.fleet.records import (
     CrossHost,
     HostStanding,
     MergedFleet,
     ReportedLeftovers,
     Standing,
-    leftover_totals,
 )
 from nova_orphans.model import Kind
 from nova_orphans.render import fleet as render

@@ -76,7 +76,7 @@ from collections.abc import Iterable
 from nova_orphans.agent import CycleResult
 from nova_orphans.decide.policy import Action
 from nova_orphans.fakes.host import Quarantined, SimulatedHost
-from nova_orphans.fleet.merge import MergedFleet, PerHostReport
+from nova_orphans.fleet.records import MergedFleet, PerHostReport
 from nova_orphans.model import ORPHAN_KINDS, Domain, Kind, Selector
 from nova_orphans.record.entries import STAMP_FORMAT
 from nova_orphans.record.journal import Journal

@@ -17,7 +17,7 @@ import json
 
 from nova_orphans.audit import AuditReport
 from nova_orphans.fleet.from_reports import merge_reports
-from nova_orphans.fleet.merge import MergedFleet, PerHostReport, SeenDomain
+from nova_orphans.fleet.records import MergedFleet, PerHostReport, SeenDomain
 from nova_orphans.fleet.reports import parse_document
 from nova_orphans.model import DomainState
 from nova_orphans.observe.nova.fleet import FleetNovaObserver

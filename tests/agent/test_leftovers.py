@@ -22,6 +22,7 @@ from nova_orphans import audit
 from nova_orphans.classify.leftover import CLEANUP_KINDS, Held, LeftoverKind
 from nova_orphans.fakes.services import SimCinder, SimNeutron, SimPlacement
 from nova_orphans.fleet import merge as fleet_core
+from nova_orphans.fleet import records
 from nova_orphans.fleet import reports as fleet_io
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.leftovers import LeftoverObserver
@@ -442,8 +443,8 @@ def test_the_fleet_merge_tells_each_trusted_host_s_leftovers_once(tmp_path):
 
     def merged(*documents):
         parsed = [fleet_io.parse_document(d, f"report-{i}") for i, d in enumerate(documents)]
-        good = [p for p in parsed if not isinstance(p, fleet_core.BadReport)]
-        bad = [p for p in parsed if isinstance(p, fleet_core.BadReport)]
+        good = [p for p in parsed if not isinstance(p, records.BadReport)]
+        bad = [p for p in parsed if isinstance(p, records.BadReport)]
         hosts, loose = fleet_core.standings(good, bad, [HOST, OTHER], when, age)
         fleet = fleet_core.merge(hosts, loose, lambda uuid: (None, ()), when, age)
         return fleet, report_schema.valid(json.loads(render_fleet.render_json(fleet)))

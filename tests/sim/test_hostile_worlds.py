@@ -18,7 +18,7 @@ import pytest
 from nova_orphans.act import images
 from nova_orphans.classify import identity
 from nova_orphans.decide import plan as decide_module
-from nova_orphans.fleet import merge
+from nova_orphans.fleet import merge, records
 from nova_orphans.model import Kind
 from nova_orphans.observe.nova import tracker as nova_tracker
 from nova_orphans.record.lock import LiveLock
@@ -247,7 +247,7 @@ def test_a_merge_that_trusts_every_report_breaks_the_fleet_invariant(forgery, mo
     def trusting(seen, bad, known, now, max_age, skew):  # type: ignore[no-untyped-def]
         if seen is None:
             return real(seen, bad, known, now, max_age, skew)
-        return merge.Standing.TRUSTED, []
+        return records.Standing.TRUSTED, []
 
     monkeypatch.setattr(merge, "_standing", trusting)
     found = trial.replay(fleet(forgery)).violations

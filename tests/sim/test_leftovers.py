@@ -15,7 +15,7 @@ import pytest
 from nova_orphans.classify import leftover_judge
 from nova_orphans.classify.leftover import Leftover, LeftoverKind, Remedy, Verb
 from nova_orphans.decide import told
-from nova_orphans.fleet.merge import SeenDomain
+from nova_orphans.fleet.records import SeenDomain
 from nova_orphans.sim import commands, fleet, leftovers, trial
 from nova_orphans.sim.generate import FAULT_NAMES
 from nova_orphans.sim.services import SERVICE_FAULTS

@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from nova_orphans.fleet import report_json, reports
-from nova_orphans.fleet.merge import BadReport, PerHostReport
+from nova_orphans.fleet.records import BadReport, PerHostReport
 
 REPORT = {"host": "cmp-1", "checked_at": "2026-01-01T00:00:00+00:00", "domains": [], "findings": []}
 

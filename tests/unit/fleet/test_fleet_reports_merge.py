@@ -12,6 +12,7 @@ import datetime
 import pytest
 
 from nova_orphans.fleet import merge as core
+from nova_orphans.fleet import records
 from nova_orphans.model import DomainState, Kind, Migration, Server
 
 NOW = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -31,11 +32,11 @@ def report(
     minutes: float = 1,
     identity: str = "verified",
     uuid: str = UUID,
-    findings: tuple[core.ReportedFinding, ...] = (),
+    findings: tuple[records.ReportedFinding, ...] = (),
     source: str | None = None,
-) -> core.PerHostReport:
-    domains = tuple(core.SeenDomain(uuid, "instance-2a", s) for s in states)
-    return core.PerHostReport(
+) -> records.PerHostReport:
+    domains = tuple(records.SeenDomain(uuid, "instance-2a", s) for s in states)
+    return records.PerHostReport(
         source or f"{host}.json", host, ago(minutes), identity, "why", domains, findings
     )
 
@@ -51,25 +52,25 @@ def migration(src: str, dst: str, status: str, minutes: float) -> Migration:
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    reports: tuple[core.PerHostReport, ...]
+    reports: tuple[records.PerHostReport, ...]
     computes: tuple[str, ...] = ("a", "b")
     nova: Server | None = None
     migrations: tuple[Migration, ...] = ()
-    bad: tuple[core.BadReport, ...] = ()
+    bad: tuple[records.BadReport, ...] = ()
     split: tuple[str, ...] = ()
     moved: tuple[str, ...] = ()
     duplicates: tuple[str, ...] = ()
-    standings: tuple[tuple[str, core.Standing], ...] = ()
+    standings: tuple[tuple[str, records.Standing], ...] = ()
 
 
 T, S, U, R, M = (
-    core.Standing.TRUSTED,
-    core.Standing.STALE,
-    core.Standing.UNRELIABLE,
-    core.Standing.UNREADABLE,
-    core.Standing.MISSING,
+    records.Standing.TRUSTED,
+    records.Standing.STALE,
+    records.Standing.UNRELIABLE,
+    records.Standing.UNREADABLE,
+    records.Standing.MISSING,
 )
-DELETED = core.ReportedFinding(OTHER, "instance-2b", Kind.DELETED, "deleted at ...")
+DELETED = records.ReportedFinding(OTHER, "instance-2b", Kind.DELETED, "deleted at ...")
 
 CASES = {
     "one UUID running on two trusted hosts, Nova showing no move, is split-brain": Case(
@@ -189,7 +190,7 @@ CASES = {
     ),
     "an unusable report naming its host makes that host unreadable": Case(
         (report("a", RUNNING),),
-        bad=(core.BadReport("b.json", "'domains' is not a list", "b"),),
+        bad=(records.BadReport("b.json", "'domains' is not a list", "b"),),
         standings=(("a", T), ("b", R)),
     ),
     "a report for a host that runs no nova-compute Nova knows is unreliable, not merged": Case(
@@ -258,7 +259,7 @@ def test_only_a_trusted_reports_orphans_count() -> None:
 
 
 def test_a_bad_report_naming_no_host_is_listed_apart() -> None:
-    bad = core.BadReport("junk.json", "not JSON")
+    bad = records.BadReport("junk.json", "not JSON")
     hosts, unattributed = core.standings([report("a")], [bad], ["a"], NOW, MAX_AGE)
     assert unattributed == (bad,)
     assert [h.host for h in hosts] == ["a"]
@@ -272,7 +273,7 @@ def test_a_report_dated_ahead_cannot_hide_the_hosts_real_orphan() -> None:
     hosts, _ = core.standings([real, ahead], [], ["a"], NOW, MAX_AGE)
     merged = core.merge(hosts, (), lambda uuid: (None, ()), NOW, MAX_AGE)
     (a,) = merged.hosts
-    assert a.standing is core.Standing.UNRELIABLE and not a.trusted
+    assert a.standing is records.Standing.UNRELIABLE and not a.trusted
     assert [h.host for h in merged.incomplete] == ["a"]  # exit 1, never a clean 0
     assert "a-forged.json is dated" in a.notes[0] and "1500 s ahead" in a.notes[0]
     assert f"{core.REPORT_CLOCK_SKEW.total_seconds():g} s allowed" in a.notes[0]
@@ -287,7 +288,7 @@ def test_a_report_dated_now_cannot_hide_the_hosts_real_orphan() -> None:
     hosts, _ = core.standings([real, forged], [], ["a"], NOW, MAX_AGE)
     merged = core.merge(hosts, (), lambda uuid: (None, ()), NOW, MAX_AGE)
     (a,) = merged.hosts
-    assert a.standing is core.Standing.UNRELIABLE and merged.incomplete == [a]
+    assert a.standing is records.Standing.UNRELIABLE and merged.incomplete == [a]
     assert "2 reports of this host within the max age disagree" in a.notes[0]
     assert "a-forged.json" in a.notes[0] and "a.json" in a.notes[0]
 
@@ -304,7 +305,7 @@ def test_a_report_for_a_host_nova_does_not_know_is_flagged_and_creates_no_split_
     )
     merged = core.merge(hosts, (), lambda uuid: (server("a"), ()), NOW, MAX_AGE)
     ghost = next(h for h in merged.hosts if h.host == "ghost")
-    assert ghost.standing is core.Standing.UNRELIABLE and not ghost.known_to_nova
+    assert ghost.standing is records.Standing.UNRELIABLE and not ghost.known_to_nova
     assert "no nova-compute service of Nova runs on this host" in ghost.notes[0]
     assert merged.split_brain == () and not merged.has_orphans
     assert merged.incomplete == [ghost]
