@@ -44,14 +44,14 @@ from collections.abc import Sequence
 from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
-from nova_orphans.audit import AuditReport
+from nova_orphans.audit import HostAudit
 from nova_orphans.classify.identity import State, Verdict
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import reports as fleet_reports
-from nova_orphans.fleet.audit import FleetReport
+from nova_orphans.fleet.audit import FleetScan
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
 from nova_orphans.fleet.split_brain import classify_fleet
@@ -107,7 +107,7 @@ class Row:
 
 def ours(
     nova: SimulatedNova, template: str, model: CostModel, concurrency: int, workers: int
-) -> tuple[Row, FleetReport, tuple[HostScan, ...]]:
+) -> tuple[Row, FleetScan, tuple[HostScan, ...]]:
     """One ``fleet_cli.run_audit``: its requests, seconds until the last scan ended, seconds
     after it (Nova; the host listings overlap the scans), its report and its scans."""
     settings = fleet_cli.FleetSettings(None, template, concurrency, 600.0)
@@ -228,7 +228,7 @@ def write_reports(hosts: int, directory: pathlib.Path) -> SimulatedNova:
         domains = tuple(
             Domain(u, f"instance-{u[-8:]}", DomainState.RUNNING, True, False) for u in uuids
         )
-        report = AuditReport(host, NOW, [], verified, domains=domains)
+        report = HostAudit(host, NOW, [], verified, domains=domains)
         (directory / f"{host}.json").write_text(audit_report.render_json(report))
     nova.boot(host_name(0), uuid=SPLIT)
     return nova

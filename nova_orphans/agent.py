@@ -56,7 +56,7 @@ class HostHypervisor(audit.Hypervisor, Protocol):
 class CycleResult:
     """What one cycle saw, planned and did, or why it could not."""
 
-    report: audit.AuditReport | None = None
+    report: audit.HostAudit | None = None
     plan: Plan | None = None
     outcomes: tuple[Outcome, ...] = ()
     error: str | None = None
@@ -155,8 +155,8 @@ class Agent:
         return result
 
     def _tell_leftovers(
-        self, report: audit.AuditReport, holds: dict[str, Hold], brake: str | None
-    ) -> audit.AuditReport:
+        self, report: audit.HostAudit, holds: dict[str, Hold], brake: str | None
+    ) -> audit.HostAudit:
         """The report with its leftovers told (docs/design.md rule 22), their sightings kept.
 
         NOTE: the holds, quarantine entries and sightings that count are the live agent's

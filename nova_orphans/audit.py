@@ -67,8 +67,8 @@ class Services:
 
 
 @dataclasses.dataclass(frozen=True)
-class AuditReport:
-    """The outcome of one audit of one host."""
+class HostAudit:
+    """The outcome of one audit of one host (its JSON form is the host's report)."""
 
     host: str
     checked_at: datetime.datetime
@@ -149,7 +149,7 @@ def read_holds(journal_path: str | None) -> dict[str, Hold]:
     return dict(read_journal(journal_path).holds)
 
 
-def exit_code(report: AuditReport | None, *, acted: bool = False, failed: bool = False) -> int:
+def exit_code(report: HostAudit | None, *, acted: bool = False, failed: bool = False) -> int:
     """What an audit (or one agent cycle) exits with: 1 it failed, 4 it acted, 5 a finding
     endangers a shared volume, 3 it found orphans, else 0."""
     if failed:
@@ -196,7 +196,7 @@ def audit(
     instances_path: str | None = None,
     leftovers_due: Callable[[], bool] | None = None,
     earlier_leftovers: leftover.Leftovers | None = None,
-) -> AuditReport:
+) -> HostAudit:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
     ``observe_nova`` replaces ``nova.observe`` (the agent's incremental view).
@@ -231,7 +231,7 @@ def audit(
         elif earlier_leftovers is not None:
             leftovers = told.carry(earlier_leftovers, [d.uuid for d in domains], view)
     nova_guests = sum(1 for d in domains if d.metadata is not None)
-    return AuditReport(
+    return HostAudit(
         host,
         now,
         findings,
@@ -325,7 +325,7 @@ def node_name(verdict: identity.Verdict, host: str) -> str | None:
 
 
 def tell(
-    report: AuditReport,
+    report: HostAudit,
     journal: JournalState,
     policy: Policy,
     *,
@@ -333,7 +333,7 @@ def tell(
     deny: Selector | None = None,
     host_instances_path: str | None = None,
     instances_path: str | None = None,
-) -> tuple[AuditReport, dict[str, told.LeftoverSighting]]:
+) -> tuple[HostAudit, dict[str, told.LeftoverSighting]]:
     """``report`` with its leftovers told (``decide/told.py``: a command, or why none), and
     the leftovers' sightings after this look.
 
@@ -370,7 +370,7 @@ def tell(
     return dataclasses.replace(report, leftovers=told.tell(leftovers, proofs)), sightings
 
 
-def brake(report: AuditReport, policy: Policy) -> str | None:
+def brake(report: HostAudit, policy: Policy) -> str | None:
     """Why ``report``'s views look too wrong to act in (the decider's brake), or None."""
     return brake_of(
         report.findings, policy, report.nova_guests, report.servers_here, report.identity

@@ -117,7 +117,7 @@ class DemoWorld:
             LeftoverObserver(self.neutron, self.cinder, self.placement),
         )
 
-    def looks(self, observe: Callable[[datetime.datetime], audit.AuditReport]) -> audit.AuditReport:
+    def looks(self, observe: Callable[[datetime.datetime], audit.HostAudit]) -> audit.HostAudit:
         """The last of ``LOOKS`` audits an hour apart (``observe(now)`` makes one), its
         leftovers told with the sightings of the looks before (docs/design.md rule 22)."""
         policy = Policy()

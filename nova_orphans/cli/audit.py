@@ -122,7 +122,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return show(result, args, leftovers=True)
 
 
-def show(result: audit.AuditReport, args: argparse.Namespace, leftovers: bool = False) -> int:
+def show(result: audit.HostAudit, args: argparse.Namespace, leftovers: bool = False) -> int:
     """Print the report; exit 5 when a guest endangers a shared volume, 3 when it holds
     orphans, else 0.
 

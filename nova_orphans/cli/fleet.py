@@ -25,7 +25,7 @@ from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
 from nova_orphans.fleet import reports
-from nova_orphans.fleet.audit import FleetReport, fleet_audit
+from nova_orphans.fleet.audit import FleetScan, fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.hostname import BadURITemplate, check_uri_template
 from nova_orphans.fleet.scan import (
@@ -102,7 +102,7 @@ def write_json_file(path: str | None, document: str) -> None:
         raise config.ConfigError(f"--json-file {path}: {exc.strerror or exc}") from exc
 
 
-def write_metrics(result: FleetReport, path: str) -> None:
+def write_metrics(result: FleetScan, path: str) -> None:
     """The fleet audit's result as a node-exporter textfile."""
     # NOTE: imported here: prometheus_client is loaded only by a fleet audit that writes
     # metrics (start-up time of the CLI).
@@ -151,7 +151,7 @@ def run_audit(
     scanner: Scanner = libvirt_scan,
     retry: Callable[[Callable[[], object]], object] | None = None,
     progress: OnProgress | None = None,
-) -> FleetReport:
+) -> FleetScan:
     """Audit the fleet; raises ``NovaError`` when Nova fails (nothing is concluded then).
 
     ``progress`` is told how far the hosts' scan is (see ``scan_hosts``)."""
@@ -222,7 +222,7 @@ def _columns(stream: TextIO) -> int:
         return table.width()
 
 
-def exit_code(result: FleetReport) -> int:
+def exit_code(result: FleetScan) -> int:
     """1 when a host was unreachable, else 3 when anything needs the operator, else 0."""
     if result.unreachable:
         return exits.ERROR

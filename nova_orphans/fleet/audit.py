@@ -14,7 +14,7 @@ from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
 @dataclasses.dataclass(frozen=True)
-class HostReport:
+class ScannedHost:
     """One host of the fleet: its findings, or why it could not be audited.
 
     ``findings`` is None when the host's libvirt could not be read: that is
@@ -35,18 +35,18 @@ class HostReport:
 
 
 @dataclasses.dataclass(frozen=True)
-class FleetReport:
+class FleetScan:
     """The outcome of one fleet audit."""
 
     checked_at: datetime.datetime
-    hosts: list[HostReport]
+    hosts: list[ScannedHost]
     #: Requests made to Nova's API by the observer, host discovery included.
     nova_requests: int
     #: Where Nova keeps instance directories on the hosts (for the leftovers).
     instances_path: str = DEFAULT_INSTANCES_PATH
 
     @property
-    def unreachable(self) -> list[HostReport]:
+    def unreachable(self) -> list[ScannedHost]:
         """Hosts whose libvirt could not be read (exit code 1)."""
         return [h for h in self.hosts if not h.reachable]
 
@@ -72,7 +72,7 @@ def fleet_audit(
     now: datetime.datetime,
     deny: Selector | None = None,
     instances_path: str = DEFAULT_INSTANCES_PATH,
-) -> FleetReport:
+) -> FleetScan:
     """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.host_views``).
 
     The scans come first, so Nova's answers are never older than the domains
@@ -86,9 +86,9 @@ def fleet_audit(
     findings = split_brain.classify_fleet(domains_by_host, views, deny)
     known = set(known_hosts)
     hosts = [
-        HostReport(s.host, s.uri, findings.get(s.host), s.error, s.host in known) for s in scans
+        ScannedHost(s.host, s.uri, findings.get(s.host), s.error, s.host in known) for s in scans
     ]
-    return FleetReport(now, hosts, nova.requests_made, instances_path)
+    return FleetScan(now, hosts, nova.requests_made, instances_path)
 
 
 def _details_for(

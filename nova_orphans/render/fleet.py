@@ -12,7 +12,7 @@ from typing import Any
 
 from nova_orphans import shapes
 from nova_orphans.classify import cost, remnants
-from nova_orphans.fleet.audit import FleetReport, HostReport
+from nova_orphans.fleet.audit import FleetScan, ScannedHost
 from nova_orphans.model import Finding, Kind
 from nova_orphans.render import host as render_host
 from nova_orphans.render import table
@@ -28,7 +28,7 @@ def leftovers(finding: Finding, instances_path: str) -> list[str]:
     return remnants.remnants(finding.domain, instances_path)
 
 
-def render_json(fleet: FleetReport) -> str:
+def render_json(fleet: FleetScan) -> str:
     """The fleet report as one JSON document."""
     return render_host.versioned_json(
         {
@@ -40,7 +40,7 @@ def render_json(fleet: FleetReport) -> str:
     )
 
 
-def _host_record(host: HostReport, instances_path: str) -> dict[str, Any]:
+def _host_record(host: ScannedHost, instances_path: str) -> dict[str, Any]:
     return {
         "host": host.host,
         "uri": host.uri,
@@ -56,11 +56,11 @@ def _host_record(host: HostReport, instances_path: str) -> dict[str, Any]:
     }
 
 
-def _status(host: HostReport) -> str:
+def _status(host: ScannedHost) -> str:
     return "audited" if host.reachable else "unreachable"
 
 
-def _summary_record(fleet: FleetReport) -> dict[str, Any]:
+def _summary_record(fleet: FleetScan) -> dict[str, Any]:
     return {
         "hosts": len(fleet.hosts),
         "audited": sum(1 for h in fleet.hosts if h.reachable),
@@ -75,7 +75,7 @@ def _summary_record(fleet: FleetReport) -> dict[str, Any]:
     }
 
 
-def _ranking(fleet: FleetReport) -> list[tuple[str, cost.Untracked]]:
+def _ranking(fleet: FleetScan) -> list[tuple[str, cost.Untracked]]:
     """The audited hosts, the one holding the most memory Placement does not count first."""
     return cost.ranked(
         {h.host: cost.untracked(h.findings) for h in fleet.hosts if h.findings is not None}
@@ -93,7 +93,7 @@ def untracked_record(totals: cost.Untracked) -> dict[str, Any]:
     }
 
 
-def untracked_lines(fleet: FleetReport) -> list[str]:
+def untracked_lines(fleet: FleetScan) -> list[str]:
     """The fleet's untracked totals, then one line per host holding any, most memory first."""
     return ranking_lines(_ranking(fleet))
 
@@ -117,7 +117,7 @@ def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
     return lines
 
 
-def render_table(fleet: FleetReport, wide: bool = False) -> str:
+def render_table(fleet: FleetScan, wide: bool = False) -> str:
     """The fleet report as tables with a header, one per host (each finding followed by
     its leftovers), and a summary line; within ``table.WIDTH`` columns unless ``wide``."""
     lines: list[str] = []
@@ -138,7 +138,7 @@ def render_table(fleet: FleetReport, wide: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _host_line(host: HostReport) -> str:
+def _host_line(host: ScannedHost) -> str:
     head = f"== {host.host} ({host.uri})"
     notes = [] if host.known_to_nova else ["not a nova-compute host Nova knows"]
     if host.findings is None:
@@ -148,7 +148,7 @@ def _host_line(host: HostReport) -> str:
     return f"{head}: {'; '.join(notes)}"
 
 
-def summary(fleet: FleetReport) -> str:
+def summary(fleet: FleetScan) -> str:
     """One line: hosts audited/unreachable/unknown to Nova, findings by kind, Nova requests."""
     counts = collections.Counter(f.kind for f in fleet.findings)
     found = ", ".join(f"{counts[k]} {k.value}" for k in Kind if counts[k]) or "no findings"
@@ -164,5 +164,5 @@ def summary(fleet: FleetReport) -> str:
     )
 
 
-def _names(hosts: list[HostReport]) -> str:
+def _names(hosts: list[ScannedHost]) -> str:
     return ", ".join(h.host for h in hosts)

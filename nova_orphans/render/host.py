@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova_orphans import shapes
-from nova_orphans.audit import AuditReport
+from nova_orphans.audit import HostAudit
 from nova_orphans.classify import cost
 from nova_orphans.classify.identity import Verdict
 from nova_orphans.decide.holds import Hold
@@ -119,7 +119,7 @@ def identity_record(verdict: Verdict) -> dict[str, Any]:
     }
 
 
-def render_json(report: AuditReport) -> str:
+def render_json(report: HostAudit) -> str:
     """The report as one JSON document."""
     return versioned_json(
         {
@@ -159,7 +159,7 @@ def table_row(f: Finding, hold: Hold | None = None, wide: bool = False) -> tuple
     )
 
 
-def render_table(report: AuditReport, wide: bool = False, leftovers: bool = False) -> str:
+def render_table(report: HostAudit, wide: bool = False, leftovers: bool = False) -> str:
     """The report as a table with a header (none when nothing was found), its dangers, one
     line per kind of leftover (each leftover listed with ``leftovers`` or ``wide``), the
     identity verdict, a summary line and what non-managed guests cost; within
@@ -199,7 +199,7 @@ def cost_lines(total: cost.Untracked, placement: cost.PlacementAnswer | None) ->
     return [line, *(cost.comparison(total, placement) if placement else [])]
 
 
-def _summary(report: AuditReport) -> str:
+def _summary(report: HostAudit) -> str:
     counts = collections.Counter(f.kind.value for f in report.findings)
     parts = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no findings"
     return f"host {report.host} at {report.checked_at.isoformat()}: {parts}"

@@ -39,7 +39,7 @@ import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from nova_orphans.audit import AuditReport
+from nova_orphans.audit import HostAudit
 from nova_orphans.classify.leftover import Leftover, LeftoverKind
 from nova_orphans.fakes.nova_views import SimServer
 from nova_orphans.sim.cloud import HOST, Cloud
@@ -84,9 +84,7 @@ class NovaSaid(str):
     migration): after a silently wrong answer it is the known gap, not a violation."""
 
 
-def violations(
-    report: AuditReport, brake: str | None, moment: Moment
-) -> tuple[list[str], list[str]]:
+def violations(report: HostAudit, brake: str | None, moment: Moment) -> tuple[list[str], list[str]]:
     """Invariant 16 for the leftovers ``report`` tells (see the module docstring): the
     violations, and the problems a silently wrong answer of Nova's explains."""
     items = [i for i in (report.leftovers.items if report.leftovers else ()) if i.command]
@@ -100,7 +98,7 @@ def violations(
     return problems, gap
 
 
-def _no_command(report: AuditReport, brake: str | None, moment: Moment) -> str | None:
+def _no_command(report: HostAudit, brake: str | None, moment: Moment) -> str | None:
     leftovers = report.leftovers
     if moment.wrong_view:
         return "the agent's config names another host, libvirt or cloud"
@@ -292,7 +290,7 @@ _FIELDS = {
 }  # fmt: skip
 
 
-def at_tell(run: Run, report: AuditReport, brake: str | None) -> list[str]:
+def at_tell(run: Run, report: HostAudit, brake: str | None) -> list[str]:
     """Count what ``run``'s agent told now, and judge it (``violations``)."""
     if report.leftovers is not None and not report.leftovers.carried:
         run.counters.leftovers.look(report.leftovers.items)

@@ -15,7 +15,7 @@ import dataclasses
 import datetime
 import json
 
-from nova_orphans.audit import AuditReport
+from nova_orphans.audit import HostAudit
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.records import MergedFleet, PerHostReport, SeenDomain
 from nova_orphans.fleet.reports import parse_document
@@ -70,7 +70,7 @@ class Merged:
 
 def merge(
     forgery: str,
-    report: AuditReport,
+    report: HostAudit,
     seen: Moment,
     cloud: Cloud,
     setup: Setup,

@@ -15,7 +15,7 @@ from nova_orphans.act.effects import Effects
 from nova_orphans.act.quarantine import restore
 from nova_orphans.act.recording import RecordingEffects
 from nova_orphans.agent import Agent, CycleResult, no_context
-from nova_orphans.audit import AuditReport
+from nova_orphans.audit import HostAudit
 from nova_orphans.decide import gate
 from nova_orphans.decide.plan import Plan
 from nova_orphans.decide.policy import Step as PolicyStep
@@ -53,9 +53,9 @@ class WatchedAgent(Agent):
     too, and hands each cycle's told report to ``on_told`` at the moment it is told."""
 
     last_plan: Plan | None = None
-    on_told: Callable[[AuditReport, str | None], None] | None = None
+    on_told: Callable[[HostAudit, str | None], None] | None = None
 
-    def _tell_leftovers(self, report: AuditReport, holds: Any, brake: str | None) -> AuditReport:
+    def _tell_leftovers(self, report: HostAudit, holds: Any, brake: str | None) -> HostAudit:
         report = super()._tell_leftovers(report, holds, brake)
         if self.on_told is not None:
             self.on_told(report, brake)
@@ -470,7 +470,7 @@ class Run:
         for invariant, problem in merged.problems:
             self._violation(invariant, problem)
 
-    def _told(self, report: AuditReport, brake: str | None) -> None:
+    def _told(self, report: HostAudit, brake: str | None) -> None:
         """Invariant 16 at the moment a cycle tells its leftovers (``sim/commands.py``)."""
         if not self.dry_run:
             self._seen = fleet.moment(self.cloud)

@@ -18,7 +18,7 @@ from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import Fault, SimulatedNova
-from nova_orphans.fleet.audit import FleetReport
+from nova_orphans.fleet.audit import FleetScan
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.model import Domain, Kind
 from nova_orphans.observe.errors import NovaError
@@ -71,7 +71,7 @@ class Fleet:
         concurrency: int = 4,
         timeout: float = 30.0,
         scanner: Scanner = libvirt_scan,
-    ) -> FleetReport:
+    ) -> FleetScan:
         self.write()
         settings = fleet_cli.FleetSettings(
             tuple(hosts) if hosts else None, self.template, concurrency, timeout
@@ -79,7 +79,7 @@ class Fleet:
         return fleet_cli.run_audit(settings, self.nova, NOW, scanner, retry=lambda call: call())
 
 
-def kinds(result: FleetReport, host: str) -> list[tuple[Kind, str]]:
+def kinds(result: FleetScan, host: str) -> list[tuple[Kind, str]]:
     host_report = next(h for h in result.hosts if h.host == host)
     assert host_report.findings is not None, host_report.error
     return [(f.kind, f.uuid) for f in host_report.findings]

@@ -9,7 +9,7 @@ import pathlib
 import sqlite3
 
 from nova_orphans import config
-from nova_orphans.audit import AuditReport, read_holds
+from nova_orphans.audit import HostAudit, read_holds
 from nova_orphans.classify.identity import State, Verdict
 from nova_orphans.decide.holds import Hold
 from nova_orphans.model import Domain, DomainState, Finding, Kind, NovaMetadata
@@ -55,12 +55,12 @@ def test_a_journal_of_an_older_version_has_nothing_on_hold(tmp_path):
     assert holds(load(tmp_path, path)) == {}
 
 
-def held_report() -> tuple[AuditReport, str]:
+def held_report() -> tuple[HostAudit, str]:
     domain = Domain(U, "instance-1", DomainState.RUNNING, True, False, NovaMetadata("ns"))
     finding = Finding(U, "instance-1", Kind.DELETED, "Nova deleted the server", domain, None)
     hold = Hold(U, NOW, "started by someone else after the agent stopped it at T")
     verified = Verdict("cmp-1", State.VERIFIED, (), "libvirt is cmp-1")
-    return AuditReport("cmp-1", NOW, [finding], verified, holds={U: hold}), hold.reason
+    return HostAudit("cmp-1", NOW, [finding], verified, holds={U: hold}), hold.reason
 
 
 def test_a_held_finding_is_still_classified_and_shows_its_hold():
