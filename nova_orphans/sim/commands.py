@@ -86,15 +86,20 @@ class NovaSaid(str):
 
 def violations(report: HostAudit, brake: str | None, moment: Moment) -> tuple[list[str], list[str]]:
     """Invariant 16 for the leftovers ``report`` tells (see the module docstring): the
-    violations, and the problems a silently wrong answer of Nova's explains."""
+    violations, and the commands whose problems a silently wrong answer of Nova's explains."""
     items = [i for i in (report.leftovers.items if report.leftovers else ()) if i.command]
     why = _no_command(report, brake, moment) if items else None
     problems: list[str] = []
     gap: list[str] = []
     for item in items:
+        told = f"{item.kind.value} {item.command!r}"
+        explained = False
         for found in [why] if why else _judge(item, moment):
-            line = f"{item.kind.value} {item.command!r}: {found}"
-            (gap if moment.silent and isinstance(found, NovaSaid) else problems).append(line)
+            if moment.silent and isinstance(found, NovaSaid):
+                explained = True
+            else:
+                problems.append(f"{told}: {found}")
+        gap += [told] if explained else []
     return problems, gap
 
 
