@@ -5,10 +5,15 @@
 #                             libvirtd + QEMU, and (via tests/e2e/stack/install.sh) MariaDB,
 #                             RabbitMQ and a Nova control plane from PyPI; and the docs tools
 #                             (the `docs` extra: Sphinx, myst-parser, sphinx-argparse).
+#   scripts/setup.sh --test --no-stack
+#                             the same but the stack's own venvs (tests/e2e/stack/install.sh),
+#                             which scripts/test.sh installs in the background.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_TESTS=0
+WITH_STACK=1
 [ "${1:-}" = "--test" ] && WITH_TESTS=1
+[ "${2:-}" = "--no-stack" ] && WITH_STACK=0
 
 apt_install() {
     local missing=()
@@ -37,7 +42,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/pip install -q --upgrade pip >/dev/null
 if [ "$WITH_TESTS" = 1 ]; then
     .venv/bin/pip install -q -c constraints.txt -e '.[test,docs]'
-    bash tests/e2e/stack/install.sh
+    [ "$WITH_STACK" = 0 ] || bash tests/e2e/stack/install.sh
 else
     .venv/bin/pip install -q -c constraints.txt -e .
 fi

@@ -15,6 +15,55 @@ REQUIRE_SERVICES = os.environ.get("NOVA_ORPHANS_REQUIRE_SERVICES") == "1"
 #: The loopback sshd and the built collection, one per session for tests/ansible and tests/e2e.
 pytest_plugins = ["tests.ansible.fixtures"]
 
+#: The variables a table's width follows (``render/table.width``).
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist, in the controller: hand each worker this session's terminal size variables.
+
+    NOTE: a worker's GNU readline (imported by pytest's debugger support, its standard input a
+    pipe) sets COLUMNS=80 and LINES=24 in the worker's environment: every table would fit 80
+    columns there and 100 (no terminal, no COLUMNS) in a serial run.
+    """
+    node.workerinput["terminal_size"] = {name: os.environ.get(name) for name in TERMINAL_SIZE}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker: the controller's terminal size variables, set or unset."""
+    given = getattr(config, "workerinput", {}).get("terminal_size", {})
+    for name, value in given.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+#: What a test shares with every other test on this machine: the real libvirtd
+#: (qemu:///system), the Nova stack, root's own host through the loopback sshd.
+SHARED_FIXTURES = frozenset({"qemu_system_uri", "nova_stack", "loopback_sshd", "fleet_collection"})
+SHARED_MARKS = ("libvirtd", "nova")
+SHARED_DIRECTORIES = ("e2e", "ansible")
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``serial`` every test that shares this machine's services (scripts/test.sh runs
+    them in one session after the stack is up, the others under pytest-xdist: ``-m serial``
+    and ``-m "not serial"`` together are every test, each once)."""
+    for item in items:
+        try:
+            top = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            top = ""
+        if (
+            top in SHARED_DIRECTORIES
+            or any(item.get_closest_marker(mark) for mark in SHARED_MARKS)
+            or SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        ):
+            item.add_marker(pytest.mark.serial)
+
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = terminalreporter.stats.get("skipped", [])

@@ -169,7 +169,7 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
     def _upgrade(self, version: int) -> None:
         """Bring the journal from ``version`` to ``SCHEMA_VERSION``, in one transaction.
 
-        The upgrade path (doc/source/admin/agent.md): version 0 is a new file or a journal
+        The upgrade path (docs/admin/agent.md): version 0 is a new file or a journal
         written before versions were recorded; it gets the tables it lacks, loses a
         sightings table of other columns (``_drop_old_sightings``), and is marked 1.
         """

@@ -3,7 +3,7 @@
 The node-exporter textfile carries only the tool's own series: node_exporter exports its own
 ``process_*`` (a second set collides on every scrape), and the ``*_created`` series a counter
 or histogram has by default double its series for no operator's use. The HTTP endpoint adds
-the process's own ``process_*``, as every exporter does (doc/source/admin/metrics.md).
+the process's own ``process_*``, as every exporter does (docs/admin/metrics.md).
 """
 
 from __future__ import annotations

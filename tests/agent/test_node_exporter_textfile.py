@@ -1,6 +1,6 @@
 """Debian's node_exporter reads the agent's and the fleet audit's textfiles with no collision
 and no error: the textfile carries only the tool's own series (no ``process_*``, no
-``*_created``), as doc/source/admin/metrics.md says."""
+``*_created``), as docs/admin/metrics.md says."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def test_a_real_orphan_uses_what_real_placement_released(nova_stack, keeper_and_
     assert memory.endswith(
         f"non-managed guests use another {flavor['ram'] / 1024:.1f} GiB it does not know about"
     )
-    # The table ends with the same sentences (doc/source/admin/audit.md's example).
+    # The table ends with the same sentences (docs/admin/audit.md's example).
     print(table.stdout)
     assert table.stdout.rstrip().endswith("\n".join(cost["summary"]))
 

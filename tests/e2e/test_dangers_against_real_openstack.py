@@ -36,7 +36,7 @@ from tests import report_schema
 pytestmark = pytest.mark.nova
 
 #: The operator guide's page whose example is this audit's output.
-GUIDE = pathlib.Path(__file__).resolve().parents[2] / "doc" / "source" / "admin" / "audit.md"
+GUIDE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "admin" / "audit.md"
 #: Where nothing listens: a service there is unreachable at once.
 NOWHERE = "http://127.0.0.1:9"
 

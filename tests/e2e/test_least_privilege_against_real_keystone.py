@@ -2,7 +2,7 @@
 
 The stack's Keystone has the user ``nova-orphans`` whose only role is ``nova-orphans-reader``
 (the commands of the operator guide's "Least-privilege credentials" page,
-doc/source/admin/least-privilege.md, made by ``keystone_setup.py``), and
+docs/admin/least-privilege.md, made by ``keystone_setup.py``), and
 nova-api enforces the policy file nova-orphans ships (``nova-orphans nova-policy``). The tests
 prove that the audit does its whole job with exactly that, through password and
 application-credential auth, and finds what an admin's audit finds; that with any one rule of
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.nova
 POLICY_FILE = harness.REPO / "nova_orphans" / "data" / "nova-policy.yaml"
 #: The copy of the shipped file nova-api enforces (taken when the stack started).
 STACK_POLICY_FILE = harness.STATE / "etc" / "nova-policy.yaml"
-GUIDE = harness.REPO / "doc" / "source" / "admin" / "least-privilege.md"
+GUIDE = harness.REPO / "docs" / "admin" / "least-privilege.md"
 ROLE_RULE = "rule:nova_orphans_reader"
 #: Rules that only the agent's re-verification before a step needs (GET /servers/{id} and
 #: its in-progress migrations); an audit needs every other rule of the file.

@@ -29,7 +29,7 @@ from tests import tools
 ROOT = tools.ROOT
 CONTAINERFILE = ROOT / "deploy" / "Containerfile"
 KOLLA = ROOT / "deploy" / "kolla"
-GUIDE = ROOT / "doc" / "source" / "admin" / "deploy.md"
+GUIDE = ROOT / "docs" / "admin" / "deploy.md"
 #: Where the image installs the package (the build stage's venv).
 VENV = "/opt/nova-orphans"
 

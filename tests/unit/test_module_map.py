@@ -63,14 +63,14 @@ def test_a_module_without_a_folder_is_in_the_folder_before_it() -> None:
     ]
 
 
-#: A folder or top-level module named in doc/source/internals.md's list: ``nova_orphans/x/``.
+#: A folder or top-level module named in docs/internals.md's list: ``nova_orphans/x/``.
 INTERNALS_ENTRY = re.compile(r"`nova_orphans/([\w]+/|[\w]+\.py)`|`([\w]+\.py)`")
 
 
 def test_the_internals_page_names_every_folder_and_top_level_module_of_the_package():
-    """doc/source/internals.md's map cannot drift from the package: each folder of it and each
+    """docs/internals.md's map cannot drift from the package: each folder of it and each
     top-level module is named there, and nothing it names is missing."""
-    text = (ROOT / "doc" / "source" / "internals.md").read_text()
+    text = (ROOT / "docs" / "internals.md").read_text()
     body = text[text.index("- `nova_orphans/") :]
     named: set[str] = set()
     for line in body.splitlines():
@@ -83,5 +83,5 @@ def test_the_internals_page_names_every_folder_and_top_level_module_of_the_packa
         p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()
     }
     present |= {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py",)}
-    assert sorted(present - named) == [], "name them in doc/source/internals.md"
-    assert sorted(named - present) == [], "doc/source/internals.md names what is not there"
+    assert sorted(present - named) == [], "name them in docs/internals.md"
+    assert sorted(named - present) == [], "docs/internals.md names what is not there"

@@ -1,4 +1,4 @@
-"""The operator examples of the README and of the pages they moved to in doc/source — install,
+"""The operator examples of the README and of the pages they moved to in docs — install,
 configuration, systemd, alerts, JSON — run as written (with /etc moved into a temporary
 directory)."""
 
@@ -14,12 +14,12 @@ from tests import tools
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-DOC = ROOT / "doc" / "source"
+DOC = ROOT / "docs"
 SCRIPT = pathlib.Path(sys.executable).parent / "nova-orphans"
 
 
 def page(name: str) -> str:
-    """The text of the documentation page ``name`` (a path under doc/source)."""
+    """The text of the documentation page ``name`` (a path under docs)."""
     return (DOC / name).read_text()
 
 

@@ -9,7 +9,7 @@ the stack's nova venv python: ``keystone_setup.py STATE ADMIN_PASSWORD SERVICE_P
   there: every service of the stack uses it (keystonemiddleware, and their calls to each
   other). One user for all: each Keystone call costs about half a second on a busy 2-core
   machine.
-- The least-privilege setup of doc/source/admin/least-privilege.md: role
+- The least-privilege setup of docs/admin/least-privilege.md: role
   ``nova-orphans-reader`` and user ``nova-orphans`` (project ``service``) holding that role and
   nothing else.
 

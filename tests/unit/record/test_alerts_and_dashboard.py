@@ -22,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 RULES = ROOT / "deploy" / "prometheus" / "nova-orphans.rules.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "nova-orphans.rules.test.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "nova-orphans.json"
-METRICS_PAGE = ROOT / "doc" / "source" / "admin" / "metrics.md"
+METRICS_PAGE = ROOT / "docs" / "admin" / "metrics.md"
 
 #: PromQL functions, aggregations and keywords, and Grafana's label_values().
 _WORDS = """
@@ -240,7 +240,7 @@ def test_every_alert_links_a_runbook_section_of_the_metrics_page():
     for rule in alerts():
         url = rule["annotations"]["runbook_url"]
         page, _, anchor = url.partition("#")
-        assert page == "admin/metrics.html", url  # doc/source/admin/metrics.md, built
+        assert page == "admin/metrics.html", url  # docs/admin/metrics.md, built
         assert anchor == rule["alert"].lower() and anchor in anchors, (rule["alert"], url)
 
 
