@@ -62,6 +62,10 @@ class Verb(str, enum.Enum):
     REBIND_PORT = "rebind-port"
     DELETE_ATTACHMENT = "delete-attachment"
     UNSET_ALLOCATION = "unset-allocation"
+    #: Have Nova's own audit judge the provider's allocations against its database (a
+    #: consumer of no server Nova has a record of may be a migration's, which only Nova's
+    #: database names for sure: a look at its API may miss one).
+    AUDIT_ALLOCATIONS = "audit-allocations"
     HEAL_ALLOCATION = "heal-allocation"
 
 

@@ -344,7 +344,7 @@ def _allocations(
             consumer,
             server if UUID.fullmatch(server) else None,
             f"allocation on provider {provider}: {why}",
-            Remedy(Verb.UNSET_ALLOCATION, consumer, provider=provider),
+            Remedy(_allocation_verb(consumer, migration, judge), consumer, provider=provider),
             server_host=host,
             vcpus=_vcpus(allocation),
             memory_mb=allocation.resources.get("MEMORY_MB"),
@@ -367,6 +367,15 @@ def _allocations(
             Remedy(Verb.HEAL_ALLOCATION, uuid, provider=provider),
             missing=True,
         )
+
+
+def _allocation_verb(consumer: str, migration: Migration | None, judge: _Judge) -> Verb:
+    """Unset only what Nova's own record names: a deleted or moved server's, a finished
+    migration's. A consumer with no record may be a migration a look missed (a listing
+    that silently skipped a page): Nova's audit checks its database's migrations first."""
+    if migration is None and judge.known.get(consumer) is None:
+        return Verb.AUDIT_ALLOCATIONS
+    return Verb.UNSET_ALLOCATION
 
 
 def _moving(migrations: Iterable[Migration]) -> bool:

@@ -199,7 +199,7 @@ def _owner(item: Leftover, remedy: Remedy, proofs: Proofs) -> tuple[Held, str] |
         if host != proofs.host:
             whose = f"host {host!r}'s connector" if host else "no connector Cinder names"
             return Held.OWNER, f"Cinder made it through {whose}, not this host's"
-    if verb in (Verb.UNSET_ALLOCATION, Verb.HEAL_ALLOCATION):
+    if verb in (Verb.UNSET_ALLOCATION, Verb.AUDIT_ALLOCATIONS, Verb.HEAL_ALLOCATION):
         if proofs.node_uuid is None:
             return Held.PROVIDER, "no compute node UUID of this host is proven"
         if remedy.provider != proofs.node_uuid:
@@ -250,6 +250,10 @@ def _command(remedy: Remedy, proofs: Proofs) -> str | None:
             "openstack --os-placement-api-version 1.12 resource provider allocation unset "
             f"--provider {provider} {target}"
         )
+    if verb is Verb.AUDIT_ALLOCATIONS and UUID.fullmatch(provider):
+        # NOTE: read-only; its --delete removes only what Nova's database has no
+        # instance or migration for, so the operator's next step is Nova's own check.
+        return f"nova-manage placement audit --resource_provider {provider} --verbose"
     if verb is Verb.HEAL_ALLOCATION:
         return f"nova-manage placement heal_allocations --instance {target}"
     return None

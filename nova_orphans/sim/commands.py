@@ -28,7 +28,8 @@ migrations), never against the product's own reasoning:
   that migration only: it is judged by the migration, and is its server's while Nova
   shows the migration).
 
-``heal_allocations`` adds, so only the rules of the first point apply to it.
+``heal_allocations`` adds and ``placement audit`` (without ``--delete``) only reads, so only
+the rules of the first point and the proven provider apply to them.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def _judge(item: Leftover, moment: Moment) -> list[str]:
             return _allocation(provider, consumer, moment)
         case ["nova-manage", "placement", "heal_allocations", "--instance", uuid]:
             return _server(uuid, moment)
+        case ["nova-manage", "placement", "audit", "--resource_provider", provider, "--verbose"]:
+            return _audit(provider, moment)
     return ["a command no leftover has (a delete?)"]
 
 
@@ -251,6 +254,13 @@ def _allocation(provider: str, consumer: str, moment: Moment) -> list[str]:
     if row is not None and row.host == HOST:
         found.append(NovaSaid(f"consumer {_name(moment, consumer)} is a live server here"))
     return found + _server(consumer, moment, removes=True)
+
+
+def _audit(provider: str, moment: Moment) -> list[str]:
+    """Nova's audit only reads (its ``--delete`` checks Nova's database first): it must
+    name this host's compute node, as every step on the host's allocations must."""
+    node = moment.world.node_uuid()
+    return [] if provider == node else [f"provider {provider} is not this host's node {node}"]
 
 
 @dataclasses.dataclass

@@ -337,15 +337,14 @@ def test_seed_20240401_index_0_a_deleted_guest_still_here_keeps_its_port_and_all
     assert result.counters.leftovers.looks == 1 and result.counters.leftovers.ports == 0
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: a told step rests on one look at Nova")
-def test_seed_20240401_index_390_a_dropped_page_of_migrations_unsets_a_resize_s_allocation():
+def test_seed_20240401_index_390_a_dropped_page_of_migrations_tells_nova_s_audit_not_an_unset():
     """Nova's migration listing silently skipped a page (``drop-page``: the page after
     comes instead), so the leftovers' look did not see s8's resize away (awaiting confirm),
-    whose migration holds the source's allocation here; no server has that UUID, so the
-    agent told ``allocation unset`` of the migration's allocation on its first sighting
-    (invariant 16, counted apart as the known gap after a silently wrong answer). A step
-    of the agent re-verifies through a fresh look (docs/design.md rule 5); a told step
-    rests on the one look, and only ``[leftovers] sightings_required`` looks guard it.
+    whose migration holds the source's allocation here; no server has that UUID. The agent
+    told ``allocation unset`` of the migration's allocation on its first sighting (invariant
+    16). A consumer of no record Nova has is now told ``nova-manage placement audit`` of the
+    proven provider, which reads Nova's database (its migrations included) before anything
+    is removed: no told step rests on a look that may have missed a migration.
     """
     history = History(
         seed=20240401,

@@ -33,6 +33,7 @@ def item(verb: Verb, **remedy: str) -> Leftover:
         Verb.REBIND_PORT: LeftoverKind.PORT,
         Verb.DELETE_ATTACHMENT: LeftoverKind.ATTACHMENT,
         Verb.UNSET_ALLOCATION: LeftoverKind.ALLOCATION,
+        Verb.AUDIT_ALLOCATIONS: LeftoverKind.ALLOCATION,
         Verb.HEAL_ALLOCATION: LeftoverKind.ALLOCATION,
     }[verb]
     target = {Verb.REMOVE_FILES: SERVER, Verb.DELETE_ATTACHMENT: ATTACHMENT}.get(verb, PORT)
@@ -48,6 +49,7 @@ EVERY = (
     item(Verb.REBIND_PORT, host="cmp-2"),
     item(Verb.DELETE_ATTACHMENT),
     item(Verb.UNSET_ALLOCATION, provider=NODE),
+    item(Verb.AUDIT_ALLOCATIONS, provider=NODE),
     item(Verb.HEAL_ALLOCATION, provider=NODE),
 )
 
@@ -82,6 +84,7 @@ def test_with_every_proof_each_leftover_gets_its_least_destructive_command() -> 
         f"openstack --os-volume-api-version 3.27 volume attachment delete {ATTACHMENT}",
         "openstack --os-placement-api-version 1.12 resource provider allocation unset "
         f"--provider {NODE} {SERVER}",
+        f"nova-manage placement audit --resource_provider {NODE} --verbose",
         f"nova-manage placement heal_allocations --instance {SERVER}",
     ]
     assert all(i.held_by is None and i.why is None for i in tell())
@@ -207,7 +210,7 @@ def test_sightings_count_looks_half_an_interval_apart_and_restart_on_another_ste
 #: The text of every command the tool can print for a leftover.
 COMMAND_TEXT = re.compile(
     r"rm -r --|openstack port (?:unset|set|delete)|volume attachment delete|"
-    r"allocation unset|heal_allocations --instance"
+    r"allocation unset|heal_allocations --instance|placement audit"
 )
 
 
