@@ -123,9 +123,7 @@ def _summary(
                       f"{t.foreign_ports} foreign ports; {t.commands} commands printed, "
                       f"{t.held} told without one; {t.leaks} left by failed clean-ups, "
                       f"{t.events} leftover events, {t.service_faults} service faults; "
-                      f"{t.split_brains} merges told a healthy server split-brain; "
-                      f"{t.silent_gap} commands in use after a silently wrong Nova answer "
-                      "(the known gap)"),
+                      f"{t.split_brains} merges told a healthy server split-brain"),
         ("invariant violations", f"{c.violations} (in {failures} histories)"),
         ("wall time", f"{wall:.1f} s ({args.workers} workers)"),
     ]  # fmt: skip

@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from nova_orphans.sim.play import Run
 
 TOLD = "16-told"
-#: Nova's faults that answer wrong without an error (``fakes.nova.Fault``).
-SILENT = frozenset({"empty", "drop-page", "repeat-page"})
 ATTACHING = frozenset({"attaching", "detaching"})
 
 
@@ -69,10 +67,6 @@ class Moment:
     quarantined: frozenset[str]
     #: The agent's config names another host, another host's libvirt or another cloud.
     wrong_view: bool
-    #: Nova answered this cycle silently wrong before the leftovers were told (an empty
-    #: listing or lookup, a page dropped or repeated): what rests on its answer is the
-    #: known gap (``NovaSaid``), counted apart.
-    silent: bool = False
 
     @property
     def cloud(self) -> Cloud:
@@ -80,28 +74,17 @@ class Moment:
         return self.world.cloud
 
 
-class NovaSaid(str):
-    """A problem the agent could see only through Nova's answers (a server's record, a
-    migration): after a silently wrong answer it is the known gap, not a violation."""
-
-
-def violations(report: HostAudit, brake: str | None, moment: Moment) -> tuple[list[str], list[str]]:
-    """Invariant 16 for the leftovers ``report`` tells (see the module docstring): the
-    violations, and the commands whose problems a silently wrong answer of Nova's explains."""
+def violations(report: HostAudit, brake: str | None, moment: Moment) -> list[str]:
+    """Invariant 16 for the leftovers ``report`` tells (see the module docstring), judged
+    on the world's truth whatever Nova answered: a silently wrong answer (an empty listing,
+    a page dropped or repeated) excuses nothing."""
     items = [i for i in (report.leftovers.items if report.leftovers else ()) if i.command]
     why = _no_command(report, brake, moment) if items else None
-    problems: list[str] = []
-    gap: list[str] = []
-    for item in items:
-        told = f"{item.kind.value} {item.command!r}"
-        explained = False
-        for found in [why] if why else _judge(item, moment):
-            if moment.silent and isinstance(found, NovaSaid):
-                explained = True
-            else:
-                problems.append(f"{told}: {found}")
-        gap += [told] if explained else []
-    return problems, gap
+    return [
+        f"{item.kind.value} {item.command!r}: {found}"
+        for item in items
+        for found in ([why] if why else _judge(item, moment))
+    ]
 
 
 def _no_command(report: HostAudit, brake: str | None, moment: Moment) -> str | None:
@@ -161,22 +144,20 @@ def _moving(moment: Moment, uuid: str) -> bool:
     )  # fmt: skip
 
 
-def _server(uuid: str, moment: Moment, removes: bool = False, via_nova: bool = False) -> list[str]:
+def _server(uuid: str, moment: Moment, removes: bool = False) -> list[str]:
     """What forbids any command about server ``uuid``; ``removes``: also what makes a
-    removal of something of it take what its guest here still uses; ``via_nova``: the
-    thing is the server's only as Nova says (a migration's)."""
+    removal of something of it take what its guest here still uses."""
     name, found = _name(moment, uuid), []
-    said = NovaSaid if via_nova else str
     if uuid in moment.held:
-        found.append(said(f"server {name} is on hold"))
+        found.append(f"server {name} is on hold")
     if uuid in moment.denied:
-        found.append(said(f"server {name} is deny-listed"))
+        found.append(f"server {name} is deny-listed")
     if uuid in moment.quarantined:
-        found.append(said(f"server {name} has a live quarantine entry"))
+        found.append(f"server {name} has a live quarantine entry")
     if removes and uuid in moment.cloud.hv.domains:
         found.append(f"the domain of server {name} is defined here")
     if removes and _moving(moment, uuid):
-        found.append(NovaSaid(f"Nova moves server {name} to or from this host"))
+        found.append(f"Nova moves server {name} to or from this host")
     return found
 
 
@@ -188,7 +169,7 @@ def _files(path: str, moment: Moment) -> list[str]:
         found.append(f"{path} is not <{root}>/<uuid>")
     row = _live(moment, uuid)
     if row is not None and row.host == HOST:
-        found.append(NovaSaid(f"Nova manages server {_name(moment, uuid)} here ({row.vm_state})"))
+        found.append(f"Nova manages server {_name(moment, uuid)} here ({row.vm_state})")
     return found + _server(uuid, moment, removes=True)
 
 
@@ -208,11 +189,11 @@ def _port(port_id: str, host: str | None, moment: Moment) -> list[str]:
     row = _live(moment, device)
     name = _name(moment, device)
     if row is not None and row.host == HOST:
-        found.append(NovaSaid(f"server {name} runs here ({row.vm_state}): its port is in use"))
+        found.append(f"server {name} runs here ({row.vm_state}): its port is in use")
     elif row is not None and host is not None and host != row.host:
-        found.append(NovaSaid(f"binds server {name}'s port to {host}; Nova runs it on {row.host}"))
+        found.append(f"binds server {name}'s port to {host}; Nova runs it on {row.host}")
     elif row is None and host is not None:
-        found.append(NovaSaid(f"binds deleted server {name}'s port to {host}"))
+        found.append(f"binds deleted server {name}'s port to {host}")
     return found + _server(device, moment, removes=True)
 
 
@@ -225,7 +206,7 @@ def _attachment(attachment_id: str, moment: Moment) -> list[str]:
     found: list[str] = []
     row = _live(moment, server)
     if row is not None:
-        found.append(NovaSaid(f"server {_name(moment, server)} is live on {row.host}"))
+        found.append(f"server {_name(moment, server)} is live on {row.host}")
     if connector != HOST:
         found.append(f"made through {connector!r}'s connector, not this host's")
     if status in ATTACHING:
@@ -240,19 +221,15 @@ def _allocation(provider: str, consumer: str, moment: Moment) -> list[str]:
         found.append(f"provider {provider} is not this host's compute node {world.node_uuid()}")
     migration = world.migration(consumer)
     if migration is not None and migration.status in BUSY_MIGRATION:
-        found.append(
-            NovaSaid(f"consumer {consumer} is a migration in progress ({migration.status})")
-        )
+        found.append(f"consumer {consumer} is a migration in progress ({migration.status})")
     if migration is not None or consumer in world.consumer_server:
         # NOTE: a migration's allocation serves that migration only: once it is over it
         # holds nothing of its server's, whatever the server does now; while Nova shows
         # the migration it is its server's (a deleted migration is no one's).
-        return found + (
-            _server(migration.instance_uuid, moment, via_nova=True) if migration else []
-        )
+        return found + (_server(migration.instance_uuid, moment) if migration else [])
     row = _live(moment, consumer)
     if row is not None and row.host == HOST:
-        found.append(NovaSaid(f"consumer {_name(moment, consumer)} is a live server here"))
+        found.append(f"consumer {_name(moment, consumer)} is a live server here")
     return found + _server(consumer, moment, removes=True)
 
 
@@ -281,9 +258,6 @@ class Tally:
     events: int = 0
     service_faults: int = 0
     split_brains: int = 0
-    #: Commands that a silently wrong answer of Nova's made remove something in use (the
-    #: known gap: a told step rests on one look at Nova, unlike a step of the agent).
-    silent_gap: int = 0
 
     def __add__(self, other: Tally) -> Tally:
         return Tally(*(getattr(self, f.name) + getattr(other, f.name)
@@ -315,8 +289,5 @@ def at_tell(run: Run, report: HostAudit, brake: str | None) -> list[str]:
         run.setup.deny().uuids,
         frozenset(e.uuid for e in run.journal.quarantine()) | frozenset(run.checked.reaped),
         run.edits.wrong_view,
-        silent=run._silent > 0,
     )
-    problems, gap = violations(report, brake, moment)
-    run.counters.leftovers.silent_gap += len(gap)
-    return problems
+    return violations(report, brake, moment)

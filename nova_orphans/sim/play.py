@@ -209,7 +209,7 @@ class Run:
         self.played: list[Step] = []
         self._nova_faults: dict[int, str] = {}
         self._reads: list[tuple[int, str]] = []
-        self._requests = self._read_count = self._fired = self._silent = 0
+        self._requests = self._read_count = self._fired = 0
         self._scan_fired: int | None = None
         #: Nova faults fired when the leftovers' look began (its faults reach no scan).
         self._look_fired: int | None = None
@@ -608,7 +608,7 @@ class Run:
     def _arm(self, cycle: Cycle) -> None:
         self._nova_faults = dict(cycle.nova_faults)
         self._reads = list(cycle.reads)
-        self._requests = self._read_count = self._fired = self._silent = 0
+        self._requests = self._read_count = self._fired = 0
         self._scan_fired = self._look_fired = self._seen = None
         self.world.before_cycle(cycle.services)
         self.cloud.nova.fault_hook = self._nova_fault
@@ -621,7 +621,6 @@ class Run:
 
     def _disarm(self) -> None:
         self.world.after_cycle()
-        self._silent = 0
         self.cloud.nova.fault_hook = None
         self.cloud.nova.down_cells = set()
         self.cloud.hv.before_read = None
@@ -634,7 +633,6 @@ class Run:
         if fault is None:
             return None
         self._fired += 1
-        self._silent += fault in commands.SILENT
         self.counters.faults += 1
         return Fault(fault)
 

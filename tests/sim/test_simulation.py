@@ -29,8 +29,7 @@ from nova_orphans.sim.steps import Cycle, Event, History, Setup
 CI_HISTORIES = 1000
 CI_SEED = 20240401
 #: Faults whose violations are known gaps of the product, each pinned by a strict xfail in
-#: test_operator.py (none at present). A told step resting on a silently wrong answer of
-#: Nova's is counted apart (``Tally.silent_gap``), pinned in test_regressions.py.
+#: test_operator.py (none at present).
 KNOWN_GAPS: frozenset[str] = frozenset()
 
 
