@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -137,14 +138,22 @@ def test_sigint_stops_the_agent_with_a_stop_line_and_exit_130(agent):
     assert not any("Traceback" in line for line in process.lines)
 
 
+class SilentNova(NamedTuple):
+    """An endpoint that accepts connections and never answers; ``asked`` is set once it is asked."""
+
+    url: str
+    asked: threading.Event
+
+
 @pytest.fixture
-def silent_nova() -> Iterator[str]:
+def silent_nova() -> Iterator[SilentNova]:
     """An endpoint that accepts connections and never answers."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
     accepted: list[socket.socket] = []
     stop = threading.Event()
+    asked = threading.Event()
 
     def accept() -> None:
         server.settimeout(0.2)
@@ -153,11 +162,12 @@ def silent_nova() -> Iterator[str]:
                 accepted.append(server.accept()[0])
             except OSError:
                 continue
+            asked.set()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}/v2.1"
+        yield SilentNova(f"http://127.0.0.1:{server.getsockname()[1]}/v2.1", asked)
     finally:
         stop.set()
         thread.join()
@@ -178,11 +188,13 @@ def silent_nova() -> Iterator[str]:
 def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path, world, silent_nova, argv):
     conf = tmp_path / "nova-orphans.conf"
     conf.write_text(
-        conf_text(tmp_path / "state", silent_nova).replace("timeout = 2", "timeout = 60")
+        conf_text(tmp_path / "state", silent_nova.url).replace("timeout = 2", "timeout = 60")
     )
     process = Process(*[a.replace("{world}", world) for a in argv], "--config-file", str(conf))
     try:
-        time.sleep(3)  # NOTE: waiting on Nova's answer by then
+        # NOTE: Ctrl-C while the command waits on Nova's answer, not while it still starts up
+        # (a loaded machine can take seconds to import): the asked event, never a fixed sleep.
+        assert silent_nova.asked.wait(timeout=60), process.lines
         assert process.proc.poll() is None, process.lines
         process.proc.send_signal(signal.SIGINT)
         if argv[0] == "run":
