@@ -1,4 +1,5 @@
-"""Validate a JSON report against docs/schema/report.schema.json (draft 2020-12)."""
+"""Validate a JSON report against the schema the reader validates the hosts' reports against
+(``fleet/report_schema.py``: the package's resource, docs/schema/report.schema.json's bytes)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,17 @@ from typing import Any
 
 import jsonschema
 
+from nova_orphans.fleet import report_schema as shipped
+
 SCHEMA_PATH = pathlib.Path(__file__).resolve().parents[1] / "docs" / "schema" / "report.schema.json"
 
 
 @functools.lru_cache(maxsize=1)
 def validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(SCHEMA_PATH.read_text())
+    # NOTE: the reader's own schema, and it is the repository's one copy.
+    assert shipped.resource().read_bytes() == SCHEMA_PATH.read_bytes()
+    schema = shipped.schema()
+    assert schema == json.loads(SCHEMA_PATH.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER

@@ -37,9 +37,9 @@ class Refused(NovaOrphansError):
         self.end = end
 
 
-def shown(text: str) -> str:
-    """``text`` as a reason quotes it: at most ``SHOWN`` characters, then how many more."""
-    return text if len(text) <= SHOWN else f"{text[:SHOWN]}… ({len(text)} characters)"
+def shown(text: str, most: int = SHOWN) -> str:
+    """``text`` as a reason quotes it: at most ``most`` characters, then how many more."""
+    return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
 
 
 class _Strict:

@@ -4,8 +4,9 @@ From a directory (every ``*.json`` file in it, not its sub-directories; a
 temporary ``*.json.tmp`` of a report being written is not read) or from a
 stream of JSON documents (stdin: concatenated or one per line). Every document
 becomes a ``PerHostReport`` or a ``BadReport`` saying why it cannot be used —
-a file that is not JSON, not an object, of another schema, or lacking what the
-merge needs is reported as such, never read as a host with no domains.
+a file that is not JSON, or not what the shipped schema says a host's report is
+(``report_schema``: read schema-first, the first error told), is reported as such,
+never read as a host with no domains.
 
 NOTE: reports are hostile input (docs/design.md rule 20): a report is read only from a
 regular file, and at most ``REPORT_MAX_BYTES`` of it; a bigger one is not read at all. A
@@ -13,7 +14,8 @@ report counts as host H's only when its *source* says H: the file ``H.json`` (as
 playbooks name what they fetch from H), on stdin the envelope ``{"source": "H", "report": …}``
 the collector wrapped it in. A report naming another host inside is merged as neither's: one
 host cannot stand in for another. And whatever fails while one report is read (its JSON, its
-fields, any exception) fails that report alone (``report_json``).
+schema, any exception) fails that report alone (``report_json``). The envelope is the
+collector's, not a report: it is checked here, the report inside against the schema.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator
 from typing import IO, Any
@@ -29,7 +30,7 @@ from typing import IO, Any
 from nova_orphans import exits, shapes
 from nova_orphans.classify.leftover import LeftoverKind
 from nova_orphans.exceptions import NovaOrphansError
-from nova_orphans.fleet import report_json
+from nova_orphans.fleet import report_json, report_schema
 from nova_orphans.fleet.hostname import NotAHostName, check_host_name
 from nova_orphans.fleet.records import (
     BadReport,
@@ -41,10 +42,7 @@ from nova_orphans.fleet.records import (
 )
 from nova_orphans.fleet.report_json import Refused, failure, shown
 from nova_orphans.model import DomainState, Kind, Usage
-from nova_orphans.shapes import UUID
 
-#: The report shapes this version reads: ``schema_version`` absent (before it existed) or 1.
-READABLE_SCHEMAS = (None, 1)
 REPORT_SUFFIX = ".json"
 #: The most bytes one report may have. NOTE: a report holds ≈ 1 KiB per domain (its
 #: finding, reason and usage included), so 8 MiB is thousands of guests on one host.
@@ -218,17 +216,19 @@ def _enveloped(document: Any, source: str) -> Parsed:
 
 
 def parse_document(document: Any, source: str) -> Parsed:
-    """One decoded JSON document as a report, or why it is not a usable one."""
-    if not isinstance(document, dict):
-        return BadReport(source, f"not a report: a JSON {type(document).__name__}")
-    if "hosts" in document and "summary" in document:
-        return BadReport(source, "a fleet report, not one host's report")
-    schema = document.get("schema_version")
-    if schema not in READABLE_SCHEMAS:
-        return BadReport(source, f"schema_version {shown(repr(schema))}: this nova-orphans reads 1")
-    host = document.get("host")
-    if not isinstance(host, str) or not host:
-        return BadReport(source, "not a nova-orphans audit report (no 'host')")
+    """One decoded JSON document as a report, or why it is not a usable one.
+
+    NOTE: schema-first (``report_schema``): the shipped schema decides what a report may
+    hold, and a document it refuses is this one ``BadReport`` with the schema's first error.
+    What follows maps a valid document to the records and checks only what the schema
+    cannot say: that the host is a host name (``hostname.py``) and that ``checked_at`` is a
+    time with its zone (``shapes.parse_time``, the one time parser). No type, key, kind,
+    state or pattern is checked here: the schema holds each, once.
+    """
+    refused = report_schema.refusal(document)
+    if refused is not None:
+        return _refused(document, source, refused)
+    host = document["host"]
     if not _is_host_name(host):
         return BadReport(source, f"names host {shown(repr(host))}, which is no host name")
     try:
@@ -237,68 +237,59 @@ def parse_document(document: Any, source: str) -> Parsed:
         return BadReport(source, str(exc), host)
 
 
-def _report(document: dict[str, Any], source: str, host: str) -> PerHostReport:
-    checked_at = _time(document.get("checked_at"))
-    if "domains" not in document:
-        raise ValueError(
-            "no 'domains' list (written by a nova-orphans that does not record every domain)"
+def _refused(document: Any, source: str, reason: str) -> BadReport:
+    """The ``BadReport`` of a document the schema refused (``reason``: its first error).
+
+    NOTE: only the words of a refusal already made: a document that is no object, of
+    another ``schema_version`` or a fleet's report says so, and belongs to no host; any
+    other counts as bad for the host it names, if that is a host name."""
+    if not isinstance(document, dict):
+        return BadReport(source, f"not a report: a JSON {type(document).__name__}")
+    readable = report_schema.readable_version()
+    version = document.get("schema_version", readable)
+    if version != readable:
+        return BadReport(
+            source, f"schema_version {shown(repr(version))}: this nova-orphans reads {readable}"
         )
-    identity = document.get("identity")
+    if "hosts" in document and "summary" in document:
+        return BadReport(source, "a fleet report, not one host's report")
+    host = document.get("host")
+    named = isinstance(host, str) and _is_host_name(host)
+    return BadReport(source, reason, host if named else None)
+
+
+def _report(document: dict[str, Any], source: str, host: str) -> PerHostReport:
+    identity, domains = document.get("identity"), document["domains"]
     state, reason = "absent", "the report carries no identity verdict"
-    if isinstance(identity, dict) and isinstance(identity.get("state"), str):
-        state, reason = identity["state"], str(identity.get("reason") or "")
+    if identity is not None:
+        state, reason = identity["state"], identity["reason"]
     return PerHostReport(
         source,
         host,
-        checked_at,
+        _time(document["checked_at"]),
         state,
         reason,
-        tuple(_domain(d, i) for i, d in enumerate(_list(document, "domains"))),
-        tuple(_finding(f, i) for i, f in enumerate(_list(document, "findings"))),
+        tuple(SeenDomain(d["uuid"], d["name"], DomainState(d["state"])) for d in domains),
+        tuple(_finding(f) for f in document["findings"]),
         _leftovers(document.get("leftovers")),
     )
 
 
-#: Leftovers one report may tell (a host holds a few hundred guests).
-MAX_LEFTOVERS = 100_000
-#: A stray directory: an absolute path ending in a canonical UUID, no control characters.
-_STRAY_PATH = re.compile(rf"/[^\x00-\x1f\x7f]{{0,4000}}/{UUID.pattern}", re.ASCII)
-
-
-def _leftovers(item: Any) -> ReportedLeftovers | None:
-    """A report's ``leftovers`` (absent or null: not told); a malformed one refuses it."""
+def _leftovers(item: dict[str, Any] | None) -> ReportedLeftovers | None:
+    """A report's ``leftovers`` (absent or null: not told)."""
     if item is None:
         return None
-    if not isinstance(item, dict) or not isinstance(item.get("counts"), dict):
-        raise ValueError("'leftovers' is not an object with 'counts'")
-    counts: dict[LeftoverKind, int | None] = {}
-    for kind in LeftoverKind:
-        value = item["counts"].get(kind.value)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 0):  # fmt: skip
-            raise ValueError(f"leftovers: the count of {kind.value} is {shown(repr(value))}")
-        counts[kind] = value
-    items = item.get("items")
-    if not isinstance(items, list) or len(items) > MAX_LEFTOVERS:
-        raise ValueError("leftovers: 'items' is not a list (of at most 100000)")
-    return ReportedLeftovers(counts, tuple(_leftover(x, i) for i, x in enumerate(items)))
+    counts = {kind: _count(item["counts"][kind.value]) for kind in LeftoverKind}
+    return ReportedLeftovers(
+        counts,
+        tuple(
+            ReportedLeftover(LeftoverKind(x["kind"]), x["subject"], x["server"])
+            for x in item["items"]
+        ),
+    )
 
 
-def _leftover(item: Any, index: int) -> ReportedLeftover:
-    where = f"leftovers.items[{index}]"
-    kind_name, subject = _fields(item, where, "kind", "subject")
-    try:
-        kind = LeftoverKind(kind_name)
-    except ValueError:
-        raise ValueError(f"{where}: unknown kind {shown(repr(kind_name))}") from None
-    shape = _STRAY_PATH if kind is LeftoverKind.FILES else UUID
-    server = item.get("server")
-    if not shape.fullmatch(subject) or not (server is None or UUID.fullmatch(str(server))):
-        raise ValueError(f"{where}: not a {kind.value} this nova-orphans tells")
-    return ReportedLeftover(kind, subject, server)
-
-
-def _time(value: Any) -> datetime.datetime:
+def _time(value: str) -> datetime.datetime:
     try:
         return shapes.parse_time(value, zone_required=True)
     except ValueError:
@@ -307,65 +298,30 @@ def _time(value: Any) -> datetime.datetime:
         ) from None
 
 
-def _list(document: dict[str, Any], key: str) -> list[Any]:
-    value = document.get(key)
-    if not isinstance(value, list):
-        raise ValueError(f"'{key}' is not a list")
-    return value
-
-
-def _domain(item: Any, index: int) -> SeenDomain:
-    uuid, name, state = _fields(item, f"domains[{index}]", "uuid", "name", "state")
-    try:
-        return SeenDomain(uuid, name, DomainState(state))
-    except ValueError:
-        raise ValueError(f"domains[{index}]: unknown state {shown(repr(state))}") from None
-
-
-def _finding(item: Any, index: int) -> ReportedFinding:
-    uuid, name, kind, reason = _fields(item, f"findings[{index}]", "uuid", "name", "kind", "reason")
-    try:
-        kind_of = Kind(kind)
-    except ValueError:
-        raise ValueError(f"findings[{index}]: unknown kind {shown(repr(kind))}") from None
-    # NOTE: "brief" is optional (a report of an older nova-orphans has none).
-    brief = item.get("brief")
+def _finding(item: dict[str, Any]) -> ReportedFinding:
+    # NOTE: "brief" and "usage" are optional (a report of an older nova-orphans has none).
     return ReportedFinding(
-        uuid,
-        name,
-        kind_of,
-        reason,
+        item["uuid"],
+        item["name"],
+        Kind(item["kind"]),
+        item["reason"],
         _usage(item.get("usage")),
-        brief if isinstance(brief, str) else "",
+        item.get("brief", ""),
     )
 
 
-def _usage(item: Any) -> Usage | None:
-    """A finding's ``usage`` (reports of older versions have none); a wrong number is None."""
-    if not isinstance(item, dict):
+def _usage(item: dict[str, Any] | None) -> Usage | None:
+    """A finding's ``usage`` (null: libvirt did not say; each number null likewise)."""
+    if item is None:
         return None
-
-    def number(key: str) -> Any:
-        value = item.get(key)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-        return value if ok else None
-
-    vcpus, memory, disk = (number(k) for k in ("vcpus", "memory_bytes", "disk_bytes"))
     return Usage(
-        vcpus=int(vcpus) if vcpus is not None else None,
-        memory_bytes=int(memory) if memory is not None else None,
-        disk_bytes=int(disk) if disk is not None else None,
-        cpu_seconds=number("cpu_seconds"),
+        vcpus=_count(item["vcpus"]),
+        memory_bytes=_count(item["memory_bytes"]),
+        disk_bytes=_count(item["disk_bytes"]),
+        cpu_seconds=item["cpu_seconds"],
     )
 
 
-def _fields(item: Any, where: str, *keys: str) -> list[str]:
-    if not isinstance(item, dict):
-        raise ValueError(f"{where} is not an object")
-    values = []
-    for key in keys:
-        value = item.get(key)
-        if not isinstance(value, str):
-            raise ValueError(f"{where}: '{key}' is missing or not a string")
-        values.append(value)
-    return values
+def _count(value: float | None) -> int | None:
+    """A count the schema says is an integer (JSON may write one as ``2.0``), or None."""
+    return None if value is None else int(value)

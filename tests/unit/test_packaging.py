@@ -1,10 +1,12 @@
 """The wheel carries the licence, the sample config, the systemd unit, the Nova policy, and the
-alert rules, the dashboard and the report schema (linked from deploy/ and docs/schema/)."""
+alert rules, the dashboard and the report schema (linked from deploy/ and docs/schema/): the
+schema the installed fleet reader validates the hosts' reports against."""
 
 from __future__ import annotations
 
 import email.parser
 import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -127,3 +129,50 @@ def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
     unit = run("systemd-unit", "--executable", sys.executable)
     assert unit.returncode == 0, unit.stderr
     assert f"ExecStart={sys.executable} run --config-file" in unit.stdout
+
+
+#: Run against the installed copy alone: which schema file the fleet's reader loads, its
+#: bytes, and the reader's refusal of a report the schema refuses.
+READER_PROGRAM = """
+import hashlib, json, sys
+sys.path.insert(0, sys.argv[1])
+from nova_orphans.fleet import report_schema, reports
+shipped = report_schema.resource()
+bad = reports.parse_document({"schema_version": 1, "host": "cmp-1"}, "cmp-1.json")
+print(json.dumps({"module": report_schema.__file__, "resource": str(shipped),
+                  "sha256": hashlib.sha256(shipped.read_bytes()).hexdigest(),
+                  "refused": bad.reason}))
+"""
+
+
+def test_the_reader_validates_against_the_schema_the_wheel_ships(wheel, tmp_path):
+    """The schema is in the wheel, the repository's one copy byte for byte, and it is the
+    resource the installed reader loads (never a checkout's docs/schema)."""
+    schema = (ROOT / "docs" / "schema" / "report.schema.json").read_bytes()
+    member = "nova_orphans/data/report.schema.json"
+    with zipfile.ZipFile(wheel) as archive:
+        assert member in archive.namelist()
+        assert archive.read(member) == schema
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", READER_PROGRAM, str(site)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = json.loads(done.stdout)
+    assert loaded["module"] == str(site / "nova_orphans" / "fleet" / "report_schema.py")
+    assert loaded["resource"] == str(site / member)
+    assert not (site / member).is_symlink()
+    assert loaded["sha256"] == hashlib.sha256(schema).hexdigest()
+    assert loaded["refused"] == "report: 'tool_version' is a required property"

@@ -11,8 +11,18 @@ import pytest
 
 from nova_orphans.fleet import report_json, reports
 from nova_orphans.fleet.records import BadReport, PerHostReport
+from nova_orphans.model import Kind
 
-REPORT = {"host": "cmp-1", "checked_at": "2026-01-01T00:00:00+00:00", "domains": [], "findings": []}
+#: The least a host's report holds by the schema (docs/schema/report.schema.json).
+REPORT = {
+    "schema_version": 1,
+    "tool_version": "0.1.0",
+    "host": "cmp-1",
+    "checked_at": "2026-01-01T00:00:00+00:00",
+    "domains": [],
+    "findings": [],
+    "counts": {kind.value: 0 for kind in Kind},
+}
 
 
 def of(host: str, **fields: object) -> dict:
@@ -50,7 +60,7 @@ def test_a_file_is_the_report_of_the_host_its_name_says(tmp_path):
 def test_a_bad_report_of_the_host_its_name_says_is_that_hosts_and_of_another_no_ones(tmp_path):
     read = in_directory(tmp_path, {"cmp-1.json": json.dumps(of("cmp-1", domains=7)),
                                    "cmp-2.json": json.dumps(of("cmp-1", domains=7))})  # fmt: skip
-    assert read["cmp-1.json"] == BadReport("cmp-1.json", "'domains' is not a list", "cmp-1")
+    assert read["cmp-1.json"] == BadReport("cmp-1.json", "domains: 7 is not of type array", "cmp-1")
     assert isinstance(read["cmp-2.json"], BadReport) and read["cmp-2.json"].host is None
     assert "names host 'cmp-1' inside" in read["cmp-2.json"].reason
 

@@ -1,4 +1,5 @@
-"""Every JSON report has one versioned shape, described by docs/schema/render_host.schema.json."""
+"""Every JSON report has one versioned shape, described by docs/schema/report.schema.json: the
+schema the fleet's reader validates the hosts' reports against (``fleet/report_schema.py``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import jsonschema
 import pytest
 
 from nova_orphans import cli, exits
+from nova_orphans.cli import agent as agent_cli
 from nova_orphans.cli import audit as audit_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
+from nova_orphans.fleet import reports
+from nova_orphans.fleet.records import PerHostReport
 from nova_orphans.render import host as render_host
 from tests import report_schema
 
@@ -70,6 +74,8 @@ def test_audit_json_matches_the_schema(capsys, monkeypatch, tmp_path: pathlib.Pa
     assert document["identity"]["state"] == "verified"
     assert [(f["uuid"], f["kind"]) for f in document["findings"]] == [(gone, "deleted")]
     assert document["counts"]["deleted"] == 1 and sum(document["counts"].values()) == 1
+    parsed = reports.parse_document(document, "cmp-1.json")  # the fleet's reader takes it whole
+    assert isinstance(parsed, PerHostReport) and [f.uuid for f in parsed.findings] == [gone]
 
 
 @pytest.mark.parametrize(
@@ -108,3 +114,30 @@ def test_version_flag_prints_the_installed_version(capsys):
     assert capsys.readouterr().out.strip() == (
         f"nova-orphans {importlib.metadata.version('nova-orphans')}"
     )
+
+
+def test_the_agent_report_file_matches_the_schema_and_is_read_back(monkeypatch, tmp_path):
+    """``[agent] report_file``: what ``fleet audit --reports`` merges is held to the schema
+    its reader validates against, and the reader takes it whole."""
+    nova = SimulatedNova()
+    worlds.write_compute_id(nova.add_compute("cmp-1", node="vm", hypervisor_type="TEST").node_uuid)
+    gone = nova.boot("cmp-1", "gone")
+    nova.local_delete(gone, at=NOW)
+    domains = [worlds.node_domain(uuid=u, name=f"instance-{u}", metadata=worlds.nova_metadata())
+               for u in (nova.boot("cmp-1", "managed"), gone)]  # fmt: skip
+    uri = worlds.write_node_file(tmp_path, domains)
+    report_file = tmp_path / "reports" / "cmp-1.json"
+    report_file.parent.mkdir()
+    conf = tmp_path / "nova-orphans.conf"
+    conf.write_text(
+        f"[DEFAULT]\nhost = cmp-1\n[libvirt]\nconnection_uri = {uri}\n"
+        f"[agent]\nstate_dir = {tmp_path / 'state'}\nreport_file = {report_file}\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://x\ntoken = t\n"
+    )
+    monkeypatch.setattr(agent_cli, "transport_from_conf", lambda conf: nova)
+    assert cli.main(["run", "--once", "--config-file", str(conf)]) == exits.FOUND
+    document = report_schema.valid(json.loads(report_file.read_text()))
+    assert [(f["uuid"], f["kind"]) for f in document["findings"]] == [(gone, "deleted")]
+    (parsed,) = reports.read_directory(str(report_file.parent))
+    assert isinstance(parsed, PerHostReport) and parsed.identity == "verified"
+    assert [(f.uuid, f.kind.value) for f in parsed.findings] == [(gone, "deleted")]
