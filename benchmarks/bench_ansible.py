@@ -173,9 +173,8 @@ def main() -> None:
                 capture_output=True, text=True,
             )  # fmt: skip
             direct_wall = time.perf_counter() - start
-            split = [h["host"] for h in json.loads(direct.stdout)["hosts"]
-                     for f in h["findings"] or [] if f["kind"] == "split-brain"]  # fmt: skip
-            assert split == [host_name(0), host_name(1)], (split, direct.stderr[-500:])
+            split = [s["running_on"] for s in json.loads(direct.stdout)["split_brain"]]
+            assert split == [[host_name(0), host_name(1)]], (split, direct.stderr[-500:])
             print(f"fleet audit (libvirt, --concurrency {args.forks}): {direct_wall:.1f} s wall, "
                   f"exit {direct.returncode}, {len(answered)} Nova requests, "
                   f"{nova_seconds(model, answered):.2f} s Nova time; same split-brain")  # fmt: skip

@@ -45,16 +45,16 @@ from benchmarks import bench_audit
 from benchmarks.bench_audit import NOW, Approach, Latent, add_model_options, cost_model, once
 from benchmarks.nova_costs import CostModel
 from nova_orphans.audit import HostAudit
+from nova_orphans.classify.guests import classify
 from nova_orphans.classify.identity import State, Verdict
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import reports as fleet_reports
-from nova_orphans.fleet.audit import FleetScan
 from nova_orphans.fleet.from_reports import merge_reports
+from nova_orphans.fleet.records import MergedFleet
 from nova_orphans.fleet.scan import HostScan, Progress, libvirt_scan
-from nova_orphans.fleet.split_brain import classify_fleet
 from nova_orphans.model import Domain, DomainState, Finding, Kind
 from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.fleet import NOVA_CONCURRENCY, FleetNovaObserver
@@ -107,7 +107,7 @@ class Row:
 
 def ours(
     nova: SimulatedNova, template: str, model: CostModel, concurrency: int, workers: int
-) -> tuple[Row, FleetScan, tuple[HostScan, ...]]:
+) -> tuple[Row, MergedFleet, tuple[HostScan, ...]]:
     """One ``fleet_cli.run_audit``: its requests, seconds until the last scan ended, seconds
     after it (Nova; the host listings overlap the scans), its report and its scans."""
     settings = fleet_cli.FleetSettings(None, template, concurrency, 600.0)
@@ -129,7 +129,9 @@ def ours(
     done = time.perf_counter()
     row = Row(nova.request_count - before, scanned[0] - start, done - scanned[0],
               transport.simulated)  # fmt: skip
-    scans = tuple(HostScan(h.host, h.uri, seen.get(h.uri), h.error) for h in report.hosts)
+    scans = tuple(
+        HostScan(h.host, h.uri or "", seen.get(h.uri or ""), h.error) for h in report.hosts
+    )
     return row, report, scans
 
 
@@ -143,9 +145,22 @@ def detail_listing(
     before = nova.request_count
     start = time.perf_counter()
     views = reference_fleet_views(NovaObserver(transport, retry=once), domains_by_host)
-    findings = classify_fleet(domains_by_host, views)
+    findings = {h: _ordered(classify(d, views[h])) for h, d in domains_by_host.items()}
     wall = time.perf_counter() - start
     return Row(nova.request_count - before + 1, 0.0, wall, transport.simulated), findings
+
+
+def _ordered(findings: Sequence[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.kind.value, f.uuid))
+
+
+def scanned_findings(report: MergedFleet) -> dict[str, list[Finding]]:
+    """Each audited host's findings as its scan classified them."""
+    return {
+        h.host: _ordered([f.finding for f in h.findings if f.finding is not None])
+        for h in report.hosts
+        if h.trusted
+    }
 
 
 def peer(
@@ -173,16 +188,17 @@ def bench(
     nova, files = build_fleet(hosts, directory)
     template = f"test://{directory.resolve()}/{{host}}.xml"
     row, report, scans = ours(nova, template, model, concurrency, workers[0])
+    counts = report.counts()
     found = (
-        f"{report.count(Kind.SPLIT_BRAIN)} split-brain, {report.count(Kind.DELETED)} deleted, "
-        f"{len(report.unreachable)} unreachable"
+        f"{counts[Kind.SPLIT_BRAIN]} split-brain, {counts[Kind.DELETED]} deleted, "
+        f"{len(report.incomplete)} unreachable"
     )
     print(_line(hosts, f"ours, {workers[0]} workers", row, f"measured; {found}"))
     for more in workers[1:]:
         again, _, _ = ours(nova, template, model, concurrency, more)
         print(_line(hosts, f"ours, {more} workers", again, "measured"))
     detail, findings = detail_listing(nova, scans, model, max(workers))
-    same = findings == {h.host: h.findings for h in report.hosts if h.findings is not None}
+    same = findings == scanned_findings(report)
     detail = dataclasses.replace(detail, scan=row.scan)
     note = f"measured (Nova side; same scans); same findings as ours: {same}"
     print(_line(hosts, "detail listing", detail, note))

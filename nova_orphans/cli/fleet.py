@@ -9,7 +9,6 @@ error (with ``--reports``: no report in the directory or on stdin).
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import dataclasses
 import datetime
@@ -25,9 +24,10 @@ from nova_orphans.cli import common, configure
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
 from nova_orphans.fleet import reports
-from nova_orphans.fleet.audit import FleetScan, fleet_audit
+from nova_orphans.fleet.audit import fleet_audit
 from nova_orphans.fleet.from_reports import merge_reports
 from nova_orphans.fleet.hostname import BadURITemplate, check_uri_template
+from nova_orphans.fleet.records import MergedFleet
 from nova_orphans.fleet.scan import (
     OnProgress,
     Progress,
@@ -41,7 +41,6 @@ from nova_orphans.observe.errors import NovaBadAnswer
 from nova_orphans.observe.nova.api import Transport
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.render import fleet as render
-from nova_orphans.render import fleet_reports as render_reports
 from nova_orphans.render import table
 
 
@@ -74,12 +73,20 @@ def handle_audit(args: argparse.Namespace) -> int:
     transport = transport_from_conf(conf)
     with progress_line(sys.stderr) as progress:
         result = run_audit(settings, transport, common.now(), progress=progress)
-    document = render.render_json(result)
-    print(document if args.format == "json" else render.render_table(result, args.wide))
-    write_json_file(args.json_file, document)
+    code = finish(result, args)
     if textfile is not None:
         write_metrics(result, textfile)
-    return exit_code(result)
+    return code
+
+
+def finish(fleet: MergedFleet, args: argparse.Namespace) -> int:
+    """Print the fleet (``--format``), write ``--json-file``; returns the exit code, with
+    one stderr line naming what could not be merged when that is why it is 1."""
+    document = render.render_json(fleet)
+    print(document if args.format == "json" else render.render_table(fleet, args.wide))
+    write_json_file(args.json_file, document)
+    code = exit_code(fleet)
+    return common.fail(code, render.problems(fleet)) if code == exits.ERROR else code
 
 
 def check_json_file(path: str | None) -> None:
@@ -102,16 +109,16 @@ def write_json_file(path: str | None, document: str) -> None:
         raise config.ConfigError(f"--json-file {path}: {exc.strerror or exc}") from exc
 
 
-def write_metrics(result: FleetScan, path: str) -> None:
+def write_metrics(result: MergedFleet, path: str) -> None:
     """The fleet audit's result as a node-exporter textfile."""
     # NOTE: imported here: prometheus_client is loaded only by a fleet audit that writes
     # metrics (start-up time of the CLI).
     from nova_orphans.record.metrics import FleetMetrics
 
     metrics = FleetMetrics()
-    unreachable = len(result.unreachable)
+    unreachable = len(result.incomplete)
     metrics.record(
-        collections.Counter(f.kind for f in result.findings),
+        result.counts(),
         audited=len(result.hosts) - unreachable,
         unreachable=unreachable,
         at=result.checked_at.timestamp(),
@@ -151,7 +158,7 @@ def run_audit(
     scanner: Scanner = libvirt_scan,
     retry: Callable[[Callable[[], object]], object] | None = None,
     progress: OnProgress | None = None,
-) -> FleetScan:
+) -> MergedFleet:
     """Audit the fleet; raises ``NovaError`` when Nova fails (nothing is concluded then).
 
     ``progress`` is told how far the hosts' scan is (see ``scan_hosts``)."""
@@ -222,9 +229,10 @@ def _columns(stream: TextIO) -> int:
         return table.width()
 
 
-def exit_code(result: FleetScan) -> int:
-    """1 when a host was unreachable, else 3 when anything needs the operator, else 0."""
-    if result.unreachable:
+def exit_code(result: MergedFleet) -> int:
+    """1 when a host was not audited or a report not merged (unreachable, stale, unreliable,
+    unreadable, missing), else 3 when anything needs the operator, else 0."""
+    if result.incomplete or result.unattributed:
         return exits.ERROR
     return exits.FOUND if result.has_orphans else exits.OK
 
@@ -245,10 +253,4 @@ def handle_reports(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
         return common.fail(exits.USAGE, f"--reports {args.reports}: {exc.strerror or exc}")
     max_age = datetime.timedelta(seconds=args.max_age or conf.fleet.report_max_age)
     nova = FleetNovaObserver(transport_from_conf(conf))
-    merged = merge_reports(parsed, nova, common.now(), max_age)
-    document = render_reports.render_json(merged)
-    print(document if args.format == "json" else render_reports.render_table(merged, args.wide))
-    write_json_file(args.json_file, document)
-    if merged.incomplete or merged.unattributed:
-        return common.fail(exits.ERROR, render_reports.problems(merged))
-    return exits.FOUND if merged.has_orphans else exits.OK
+    return finish(merge_reports(parsed, nova, common.now(), max_age), args)

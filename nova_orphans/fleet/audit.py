@@ -1,4 +1,12 @@
-"""The fleet audit: scan every host's libvirt, ask Nova about each, classify; changes nothing."""
+"""The scanning fleet audit: read every host's libvirt, ask Nova about each, classify each host
+as its own audit would, then the one merge the reports go through; changes nothing.
+
+NOTE: one fleet path (docs/design.md §9). A scan makes the same per-host records a host's
+report is read into (``fleet/records.py``), so the split-brain rule, the duplicates, the
+totals and the rendering are the merge's and the renderer's alone, whichever way the hosts
+were seen. What a scan adds is only what it knows first hand: each host was read just now by
+this process (``audited``) or could not be read (``unreachable``).
+"""
 
 from __future__ import annotations
 
@@ -6,63 +14,25 @@ import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 
+from nova_orphans.classify.guests import classify
+from nova_orphans.classify.remnants import remnants
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
-from nova_orphans.fleet import split_brain
+from nova_orphans.fleet import merge
+from nova_orphans.fleet.records import (
+    HostStanding,
+    MergedFleet,
+    PerHostReport,
+    ReportedFinding,
+    SeenDomain,
+    Standing,
+)
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.model import ORPHAN_KINDS, Domain, Finding, Kind, Selector
+from nova_orphans.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
-
-@dataclasses.dataclass(frozen=True)
-class ScannedHost:
-    """One host of the fleet: its findings, or why it could not be audited.
-
-    ``findings`` is None when the host's libvirt could not be read: that is
-    never the same as "no domains". ``known_to_nova`` is False for a host that
-    runs no nova-compute service Nova knows of.
-    """
-
-    host: str
-    uri: str
-    findings: list[Finding] | None
-    error: str | None
-    known_to_nova: bool
-
-    @property
-    def reachable(self) -> bool:
-        """True when the host's libvirt was read and its guests classified."""
-        return self.findings is not None
-
-
-@dataclasses.dataclass(frozen=True)
-class FleetScan:
-    """The outcome of one fleet audit."""
-
-    checked_at: datetime.datetime
-    hosts: list[ScannedHost]
-    #: Requests made to Nova's API by the observer, host discovery included.
-    nova_requests: int
-    #: Where Nova keeps instance directories on the hosts (for the leftovers).
-    instances_path: str = DEFAULT_INSTANCES_PATH
-
-    @property
-    def unreachable(self) -> list[ScannedHost]:
-        """Hosts whose libvirt could not be read (exit code 1)."""
-        return [h for h in self.hosts if not h.reachable]
-
-    @property
-    def findings(self) -> list[Finding]:
-        """Every finding of every reachable host."""
-        return [f for h in self.hosts for f in h.findings or []]
-
-    @property
-    def has_orphans(self) -> bool:
-        """True when some host holds an orphan, split-brain included (exit code 3)."""
-        return any(f.kind in ORPHAN_KINDS for f in self.findings)
-
-    def count(self, kind: Kind) -> int:
-        """How many findings of ``kind``, over all hosts."""
-        return sum(1 for f in self.findings if f.kind is kind)
+#: Kinds whose guest Nova already cleaned up after on its side (or never knew): their
+#: domain XML's remnants are shown, so an operator can finish what Nova's local delete skipped.
+REMNANT_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN})
 
 
 def fleet_audit(
@@ -72,33 +42,90 @@ def fleet_audit(
     now: datetime.datetime,
     deny: Selector | None = None,
     instances_path: str = DEFAULT_INSTANCES_PATH,
-) -> FleetScan:
-    """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.host_views``).
+) -> MergedFleet:
+    """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.host_views``)
+    and merge them (``merge.merge``). Hosts keep the order of ``scans``.
 
     The scans come first, so Nova's answers are never older than the domains
     they are compared with. Raises ``NovaError`` when Nova fails (fail closed).
     """
     domains_by_host = {s.host: s.domains for s in scans if s.domains is not None}
-    views = nova.host_views(
-        {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()},
-        _details_for(domains_by_host, deny),
-    )
-    findings = split_brain.classify_fleet(domains_by_host, views, deny)
-    known = set(known_hosts)
-    hosts = [
-        ScannedHost(s.host, s.uri, findings.get(s.host), s.error, s.host in known) for s in scans
-    ]
-    return FleetScan(now, hosts, nova.requests_made, instances_path)
-
-
-def _details_for(
-    domains_by_host: Mapping[str, Sequence[Domain]], deny: Selector | None
-) -> dict[str, list[str]]:
-    """Per host, the domains whose finding shows Nova's full record even where the host's
-    plain listing explains them: a copy running on two hosts (split-brain) and a
-    deny-listed domain (protected)."""
-    split = split_brain.running_copies(domains_by_host)
-    return {
-        host: [d.uuid for d in domains if d.uuid in split or (deny and deny.covers(d))]
+    denied = {
+        host: [d.uuid for d in domains if deny and deny.covers(d)]
         for host, domains in domains_by_host.items()
     }
+    views = nova.host_views(
+        {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()}, denied
+    )
+
+    def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
+        return nova.lookup(uuid), nova.migrations_of(uuid)
+
+    merged = merge_scans(scans, views, known_hosts, now, ask_nova, deny, instances_path)
+    return dataclasses.replace(merged, nova_requests=nova.requests_made)
+
+
+def merge_scans(
+    scans: Sequence[HostScan],
+    views: Mapping[str, NovaView],
+    known_hosts: Sequence[str],
+    now: datetime.datetime,
+    ask_nova: merge.AskNova,
+    deny: Selector | None = None,
+    instances_path: str = DEFAULT_INSTANCES_PATH,
+) -> MergedFleet:
+    """Each scanned host classified against its ``NovaView`` exactly as its own audit would,
+    then the reports' merge (``merge.merge``: Nova asked about split-brain candidates only).
+    Pure: what the scans and Nova's answers say."""
+    known = set(known_hosts)
+    hosts = tuple(
+        _standing(s, views.get(s.host), s.host in known, now, deny, instances_path) for s in scans
+    )
+    return dataclasses.replace(merge.merge(hosts, (), ask_nova, now, None), source="scan")
+
+
+def _standing(
+    scan: HostScan,
+    view: NovaView | None,
+    known: bool,
+    now: datetime.datetime,
+    deny: Selector | None,
+    instances_path: str,
+) -> HostStanding:
+    if scan.domains is None or view is None:
+        why = scan.error or "libvirt not read"
+        return HostStanding(scan.host, Standing.UNREACHABLE, None, (why,), known, scan.uri, why)
+    order = list(Kind)
+    found = sorted(classify(scan.domains, view, deny), key=lambda f: (order.index(f.kind), f.uuid))
+    findings = tuple(_reported(f, instances_path) for f in found)
+    report = PerHostReport(
+        source=f"libvirt {scan.uri}",
+        host=scan.host,
+        checked_at=now,
+        # NOTE: a scan reads the URI the operator's template names; it proves no identity
+        # (docs/design.md rule 10), and is merged because this process read it just now.
+        identity="unproven",
+        identity_reason="read by the fleet scan over its libvirt URI",
+        domains=tuple(_seen(d) for d in scan.domains),
+        findings=findings,
+    )
+    return HostStanding(scan.host, Standing.AUDITED, report, (), known, scan.uri)
+
+
+def _seen(domain: Domain) -> SeenDomain:
+    return SeenDomain(domain.uuid, domain.name, domain.state)
+
+
+def _reported(finding: Finding, instances_path: str) -> ReportedFinding:
+    domain = finding.domain
+    left = remnants(domain, instances_path) if domain and finding.kind in REMNANT_KINDS else []
+    return ReportedFinding(
+        finding.uuid,
+        finding.name,
+        finding.kind,
+        finding.reason,
+        usage=domain.usage if domain else None,
+        brief=finding.short_reason,
+        remnants=tuple(left),
+        finding=finding,
+    )

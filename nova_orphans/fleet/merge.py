@@ -12,7 +12,8 @@ NOTE: reports are not one snapshot: host A may have written its report before a 
 to host B finished and B after it. So a UUID seen running on two trusted hosts is only a
 *candidate*; it is split-brain unless Nova shows the server moving between those hosts since
 the older of the two reports (``confirm``). A paused copy never counts as running
-(``fleet.RUNNING_STATES``): during a live migration one side is always paused.
+(``records.RUNNING_STATES``): during a live migration one side is always paused. A scan's hosts
+are merged here too (``fleet/audit.py``): this is the fleet's only split-brain rule.
 """
 
 from __future__ import annotations
@@ -263,10 +264,13 @@ def merge(
     unattributed: tuple[BadReport, ...],
     ask_nova: AskNova,
     now: datetime.datetime,
-    max_age: datetime.timedelta,
+    max_age: datetime.timedelta | None,
 ) -> MergedFleet:
     """The merged fleet. Nova is asked (``ask_nova``) about split-brain candidates only:
-    nothing else in the merge needs more than Nova's list of compute hosts."""
+    nothing else in the merge needs more than Nova's list of compute hosts.
+
+    NOTE: the one split-brain rule (``candidates``, then ``confirm``), for reports and
+    scans alike: a scan's hosts are read one after another, not at one instant either."""
     split, duplicates = candidates(hosts)
     reports = {h.host: h.report for h in hosts if h.trusted and h.report is not None}
     confirmed: list[CrossHost] = []

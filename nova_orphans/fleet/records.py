@@ -1,19 +1,27 @@
 """The per-host reports as the fleet merge reads them, and what it makes of them. Pure.
 
-``fleet/reports.py`` reads each report (hostile input, docs/design.md rule 20) into these
-records; ``fleet/merge.py`` judges each host's standing and merges the trusted ones.
+Both fleet audits make these records, and only these: ``fleet/reports.py`` reads each host's
+report (hostile input, docs/design.md rule 20) into them, and ``fleet/audit.py`` makes one
+per host it scanned over libvirt. ``fleet/merge.py`` judges each host's standing, merges the
+trusted ones and holds the one split-brain rule; ``render/fleet.py`` renders the result.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import enum
 from collections.abc import Mapping
 
 from nova_orphans.classify.leftover import LeftoverKind
-from nova_orphans.fleet.split_brain import RUNNING_STATES
-from nova_orphans.model import ORPHAN_KINDS, DomainState, Kind, Usage
+from nova_orphans.model import ORPHAN_KINDS, DomainState, Finding, Kind, Usage
+
+#: States in which the guest executes (and may write its disks). NOTE: a paused
+#: copy is not running: during a live migration one side is always paused
+#: (pre-copy: the destination; post-copy: the source), so a migration never
+#: shows two running copies.
+RUNNING_STATES = frozenset({DomainState.RUNNING, DomainState.BLOCKED, DomainState.SHUTDOWN})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +50,12 @@ class ReportedFinding:
     usage: Usage | None = None
     #: The reason in a few words (empty when the report has none).
     brief: str = ""
+    #: What the domain XML of a deleted or unknown guest still points at (``remnants``);
+    #: only a scan tells them.
+    remnants: tuple[str, ...] = ()
+    #: The whole finding when this process classified it over libvirt (a scan); None for
+    #: a report's, of which only the fields above are read (docs/design.md rule 20).
+    finding: Finding | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +107,20 @@ class BadReport:
 
 
 class Standing(str, enum.Enum):
-    """How far a host's report can be trusted."""
+    """How far a host's report can be trusted. ``audited`` and ``unreachable`` are a scan's:
+    its libvirt read just now by this process, or not read at all."""
 
     TRUSTED = "trusted"
+    AUDITED = "audited"
+    UNREACHABLE = "unreachable"
     STALE = "stale"
     UNRELIABLE = "unreliable"
     UNREADABLE = "unreadable"
     MISSING = "missing"
+
+
+#: The standings whose report is merged as truth.
+MERGED = frozenset({Standing.TRUSTED, Standing.AUDITED})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,11 +132,14 @@ class HostStanding:
     report: PerHostReport | None
     notes: tuple[str, ...]
     known_to_nova: bool
+    #: A scan's: the libvirt URI read, and why it could not be (None for a report).
+    uri: str | None = None
+    error: str | None = None
 
     @property
     def trusted(self) -> bool:
         """True when this host's report is merged as truth."""
-        return self.standing is Standing.TRUSTED and self.report is not None
+        return self.standing in MERGED and self.report is not None
 
     @property
     def findings(self) -> tuple[ReportedFinding, ...]:
@@ -141,10 +165,12 @@ class CrossHost:
 
 @dataclasses.dataclass(frozen=True)
 class MergedFleet:
-    """The fleet as its hosts' reports tell it, checked against Nova."""
+    """The fleet as its hosts' reports (or this process's scans of them) tell it, checked
+    against Nova."""
 
     checked_at: datetime.datetime
-    max_age: datetime.timedelta
+    #: None for a scan: every host was read just now.
+    max_age: datetime.timedelta | None
     hosts: tuple[HostStanding, ...]
     #: Reports that could not be used and name no host.
     unattributed: tuple[BadReport, ...]
@@ -154,10 +180,13 @@ class MergedFleet:
     #: Defined on two or more trusted hosts, running on at most one.
     duplicates: tuple[CrossHost, ...]
     nova_requests: int = 0
+    #: ``scan`` (this process read every host's libvirt) or ``reports``.
+    source: str = "reports"
 
     @property
     def incomplete(self) -> list[HostStanding]:
-        """Hosts whose report is stale, unreliable, unreadable or missing (exit code 1)."""
+        """Hosts whose report is stale, unreliable, unreadable or missing, or whose libvirt
+        could not be read (exit code 1)."""
         return [h for h in self.hosts if not h.trusted]
 
     @property
@@ -166,3 +195,9 @@ class MergedFleet:
         return bool(self.split_brain) or any(
             f.kind in ORPHAN_KINDS for h in self.hosts if h.trusted for f in h.findings
         )
+
+    def counts(self) -> collections.Counter[Kind]:
+        """Findings by kind: one split-brain per UUID, and the trusted hosts' own findings."""
+        found = collections.Counter(f.kind for h in self.hosts for f in h.findings)
+        found[Kind.SPLIT_BRAIN] += len(self.split_brain)
+        return +found

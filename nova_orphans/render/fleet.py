@@ -1,73 +1,141 @@
-"""Render a fleet report: grouped by host, with a summary line, as a table or JSON.
+"""Render a fleet audit, scanning or from reports: cross-host findings first, then each host,
+the untracked totals and a summary line, as tables or one JSON document.
 
-For ``deleted`` and ``unknown`` guests the host-side leftovers from the domain
-XML (volume and network disk sources, tap devices) are listed, so an operator
-can finish the cleanup that Nova's local delete skipped.
+NOTE: the fleet's only renderer (docs/design.md §9): both fleet audits end in one
+``MergedFleet``, so a host reads the same whichever way it was seen. A scan's findings carry
+the whole finding (this process classified it) and the remnants of deleted and unknown guests;
+a report's carry only the fields the merge read from it (rule 20).
 """
 
 from __future__ import annotations
 
-import collections
 from typing import Any
 
 from nova_orphans import shapes
-from nova_orphans.classify import cost, remnants
-from nova_orphans.fleet.audit import FleetScan, ScannedHost
-from nova_orphans.model import Finding, Kind
+from nova_orphans.classify import cost
+from nova_orphans.fleet.merge import leftover_totals
+from nova_orphans.fleet.records import (
+    MERGED,
+    CrossHost,
+    HostStanding,
+    MergedFleet,
+    ReportedFinding,
+    ReportedLeftovers,
+    Standing,
+)
+from nova_orphans.model import Kind
 from nova_orphans.render import host as render_host
 from nova_orphans.render import table
 
-#: Kinds whose guest Nova already cleaned up after on its side (or forgot).
-LEFTOVER_KINDS = frozenset({Kind.DELETED, Kind.UNKNOWN})
 
-
-def leftovers(finding: Finding, instances_path: str) -> list[str]:
-    """Host-side pieces an operator may have to remove by hand; only for deleted/unknown."""
-    if finding.domain is None or finding.kind not in LEFTOVER_KINDS:
-        return []
-    return remnants.remnants(finding.domain, instances_path)
-
-
-def render_json(fleet: FleetScan) -> str:
-    """The fleet report as one JSON document."""
+def render_json(fleet: MergedFleet) -> str:
+    """The fleet as one JSON document of the versioned shape (``host.versioned_json``;
+    ``counts``: one split-brain per UUID running on two trusted hosts, and the trusted hosts'
+    own findings)."""
     return render_host.versioned_json(
         {
             "checked_at": fleet.checked_at.isoformat(),
-            "hosts": [_host_record(h, fleet.instances_path) for h in fleet.hosts],
+            "source": fleet.source,
+            "max_age_seconds": None if fleet.max_age is None else fleet.max_age.total_seconds(),
+            "split_brain": [_cross(c) for c in fleet.split_brain],
+            "moved_between_reports": [_cross(c) for c in fleet.moved],
+            "duplicates": [_cross(c) for c in fleet.duplicates],
+            "hosts": [_host(h) for h in fleet.hosts],
+            "unreadable": [{"source": b.source, "reason": b.reason} for b in fleet.unattributed],
             "summary": _summary_record(fleet),
         },
-        (f.kind for f in fleet.findings),
+        fleet.counts().elements(),
     )
 
 
-def _host_record(host: ScannedHost, instances_path: str) -> dict[str, Any]:
+def _cross(item: CrossHost) -> dict[str, Any]:
+    return {
+        "uuid": item.uuid,
+        "name": item.name,
+        "hosts": list(item.hosts),
+        "running_on": list(item.running_on),
+        "reason": item.reason,
+    }
+
+
+def _host(host: HostStanding) -> dict[str, Any]:
+    seen = host.report
     return {
         "host": host.host,
         "uri": host.uri,
-        "status": _status(host),
+        "status": host.standing.value,
         "error": host.error,
         "known_to_nova": host.known_to_nova,
-        "findings": None
-        if host.findings is None
-        else [
-            dict(render_host.finding_record(f), leftovers=leftovers(f, instances_path))
-            for f in host.findings
+        "report": None
+        if seen is None or host.standing is Standing.AUDITED
+        else {
+            "source": seen.source,
+            "checked_at": seen.checked_at.isoformat(),
+            "identity": seen.identity,
+        },
+        "notes": list(host.notes),
+        # NOTE: only a trusted report's findings are shown as findings.
+        "findings": [_finding(f) for f in seen.findings] if host.trusted and seen else None,
+        "leftovers": _leftovers(host.leftovers),
+    }
+
+
+def _finding(found: ReportedFinding) -> dict[str, Any]:
+    if found.finding is None:
+        return {
+            "uuid": found.uuid,
+            "name": found.name,
+            "kind": found.kind.value,
+            "reason": found.reason,
+            "usage": render_host.usage_record(found.usage) if found.usage else None,
+            "brief": found.brief,
+        }
+    # NOTE: "leftovers" is the earlier name of "remnants" (docs/reference/json.md).
+    remnants = list(found.remnants)
+    return dict(render_host.finding_record(found.finding), remnants=remnants, leftovers=remnants)
+
+
+def _leftovers(told: ReportedLeftovers | None) -> dict[str, Any] | None:
+    """A trusted host's leftovers (no commands: its own audit prints them); null otherwise."""
+    if told is None:
+        return None
+    return {
+        "counts": {k.value: n for k, n in told.counts.items()},
+        "items": [
+            {"kind": i.kind.value, "subject": i.subject, "server": i.server} for i in told.items
         ],
     }
 
 
-def _status(host: ScannedHost) -> str:
-    return "audited" if host.reachable else "unreachable"
+def leftovers_line(counts: dict[Any, int | None]) -> str:
+    """``leftovers: stray-files 1, stray-port not checked, ...``."""
+    parts = [f"{k.value} {'not checked' if n is None else n}" for k, n in counts.items()]
+    return "leftovers: " + ", ".join(parts)
 
 
-def _summary_record(fleet: FleetScan) -> dict[str, Any]:
+def _by_standing(fleet: MergedFleet, standing: Standing) -> list[str]:
+    return [h.host for h in fleet.hosts if h.standing is standing]
+
+
+def _unknown_to_nova(fleet: MergedFleet) -> list[str]:
+    return [h.host for h in fleet.hosts if not h.known_to_nova]
+
+
+def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
+    per_host = fleet.counts()
+    per_host.pop(Kind.SPLIT_BRAIN, None)
     return {
         "hosts": len(fleet.hosts),
-        "audited": sum(1 for h in fleet.hosts if h.reachable),
-        "unreachable": [h.host for h in fleet.unreachable],
-        "unknown_to_nova": [h.host for h in fleet.hosts if not h.known_to_nova],
-        "findings": {k.value: fleet.count(k) for k in Kind if fleet.count(k)},
+        # NOTE: merged hosts are counted, the others named.
+        **{s.value: len(_by_standing(fleet, s)) for s in Standing if s in MERGED},
+        **{s.value: _by_standing(fleet, s) for s in Standing if s not in MERGED},
+        "unknown_to_nova": _unknown_to_nova(fleet),
+        "unreadable_reports": len(fleet.unattributed),
+        "split_brain": len(fleet.split_brain),
+        "duplicates": len(fleet.duplicates),
+        "findings": {k.value: n for k, n in per_host.items()},
         "nova_requests": fleet.nova_requests,
+        "leftovers": {k.value: n for k, n in leftover_totals(fleet.hosts).items()},
         "untracked": untracked_record(cost.total(u for _, u in _ranking(fleet))),
         "untracked_by_host": [
             {"host": host, **untracked_record(totals)} for host, totals in _ranking(fleet)
@@ -75,10 +143,14 @@ def _summary_record(fleet: FleetScan) -> dict[str, Any]:
     }
 
 
-def _ranking(fleet: FleetScan) -> list[tuple[str, cost.Untracked]]:
-    """The audited hosts, the one holding the most memory Placement does not count first."""
+def _ranking(fleet: MergedFleet) -> list[tuple[str, cost.Untracked]]:
+    """The trusted hosts, the one holding the most untracked memory first."""
     return cost.ranked(
-        {h.host: cost.untracked(h.findings) for h in fleet.hosts if h.findings is not None}
+        {
+            h.host: cost.untracked_usages((f.uuid, f.kind, f.usage) for f in h.findings)
+            for h in fleet.hosts
+            if h.trusted
+        }
     )
 
 
@@ -91,11 +163,6 @@ def untracked_record(totals: cost.Untracked) -> dict[str, Any]:
         "disk_bytes": totals.disk_bytes,
         "unmeasured": len(totals.unmeasured),
     }
-
-
-def untracked_lines(fleet: FleetScan) -> list[str]:
-    """The fleet's untracked totals, then one line per host holding any, most memory first."""
-    return ranking_lines(_ranking(fleet))
 
 
 def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
@@ -117,52 +184,99 @@ def ranking_lines(ranked: list[tuple[str, cost.Untracked]]) -> list[str]:
     return lines
 
 
-def render_table(fleet: FleetScan, wide: bool = False) -> str:
-    """The fleet report as tables with a header, one per host (each finding followed by
-    its leftovers), and a summary line; within ``table.WIDTH`` columns unless ``wide``."""
-    lines: list[str] = []
+#: Findings across hosts: split-brain, moved between reports, duplicates.
+CROSS_COLUMNS = (table.Column("ACROSS HOSTS", 12), table.Column("UUID"), table.Column("NAME", 20),
+                 table.Column("REASON"))  # fmt: skip
+#: Each trusted host's own findings, as its audit classified them.
+HOST_COLUMNS = (table.Column("KIND", 11), table.Column("UUID"), table.Column("NAME", 20),
+                table.Column("REASON"))  # fmt: skip
+
+
+def render_table(fleet: MergedFleet, wide: bool = False) -> str:
+    """The fleet for people: cross-host findings, each host, the untracked totals and a
+    summary line, with a header over each table; within ``table.WIDTH`` columns unless
+    ``wide``."""
+    cross = [("SPLIT-BRAIN", c.uuid, c.name, c.reason) for c in fleet.split_brain]
+    cross += [("moved", c.uuid, c.name, c.reason) for c in fleet.moved]
+    cross += [("duplicate", c.uuid, c.name, f"defined on {c.reason}") for c in fleet.duplicates]
+    lines = table.render(CROSS_COLUMNS, cross, wide) if cross else []
     for host in fleet.hosts:
-        lines += table.fit(_host_line(host), wide)
-        if host.findings:
-            rows = [render_host.table_row(f, wide=wide) for f in host.findings]
-            header, *found = table.render(render_host.columns(wide), rows, wide, indent="  ")
-            lines.append(header)
-            for line, finding in zip(found, host.findings, strict=True):
-                lines.append(line)
-                extra = leftovers(finding, fleet.instances_path)
-                if extra:
-                    lines += table.fit("leftovers: " + "; ".join(extra), wide, indent="    ")
-    for line in untracked_lines(fleet):
+        lines += _host_lines(host, wide)
+    for bad in fleet.unattributed:
+        lines += table.fit(f"UNREADABLE {bad.source}: {bad.reason}", wide)
+    for line in ranking_lines(_ranking(fleet)):
         lines += table.fit(line, wide)
+    if any(h.leftovers is not None for h in fleet.hosts):
+        totals = dict(leftover_totals(fleet.hosts))
+        lines += table.fit("across trusted hosts, " + leftovers_line(totals), wide)
     lines += table.fit(summary(fleet), wide)
     return "\n".join(lines)
 
 
-def _host_line(host: ScannedHost) -> str:
-    head = f"== {host.host} ({host.uri})"
-    notes = [] if host.known_to_nova else ["not a nova-compute host Nova knows"]
-    if host.findings is None:
-        notes.append(f"UNREACHABLE: {host.error}")
-    else:
-        notes.append(f"{len(host.findings)} finding(s)")
-    return f"{head}: {'; '.join(notes)}"
+def _host_lines(host: HostStanding, wide: bool) -> list[str]:
+    """One host: its line, its notes, its findings' table, the remnants, its leftovers."""
+    lines = table.fit(_host_line(host), wide)
+    for note in host.notes:
+        lines += table.fit(f"note: {note}", wide, indent="    ")
+    rows = [(f.kind.value, f.uuid, f.name, f.reason if wide else f.brief or f.reason)
+            for f in host.findings]  # fmt: skip
+    lines += table.render(HOST_COLUMNS, rows, wide, indent="  ") if rows else []
+    # NOTE: under the table, each naming its guest: a table may fold or note its rows.
+    for found in host.findings:
+        if found.remnants:
+            text = f"remnants of {found.uuid}: " + "; ".join(found.remnants)
+            lines += table.fit(text, wide, indent="    ")
+    if host.leftovers is not None:
+        lines += table.fit(leftovers_line(dict(host.leftovers.counts)), wide, indent="  ")
+        for item in host.leftovers.items if wide else ():
+            whose = f" (server {item.server})" if item.server else ""
+            lines += table.fit(f"{item.kind.value} {item.subject}{whose}", wide, "    ")
+    return lines
 
 
-def summary(fleet: FleetScan) -> str:
-    """One line: hosts audited/unreachable/unknown to Nova, findings by kind, Nova requests."""
-    counts = collections.Counter(f.kind for f in fleet.findings)
-    found = ", ".join(f"{counts[k]} {k.value}" for k in Kind if counts[k]) or "no findings"
-    hosts = f"{len(fleet.hosts)} hosts, {len(fleet.hosts) - len(fleet.unreachable)} audited"
-    if fleet.unreachable:
-        hosts += f", {len(fleet.unreachable)} unreachable ({_names(fleet.unreachable)})"
-    unknown = [h for h in fleet.hosts if not h.known_to_nova]
+def _host_line(host: HostStanding) -> str:
+    uri = f" ({host.uri})" if host.uri else ""
+    when = ""
+    if host.report and host.standing is not Standing.AUDITED:
+        when = f" at {host.report.checked_at.isoformat()}"
+    known = "" if host.known_to_nova else ", not a nova-compute host Nova knows"
+    found = f", {len(host.findings)} finding(s)" if host.trusted else ""
+    return f"== {host.host}{uri}: {host.standing.value}{when}{known}{found}"
+
+
+def summary(fleet: MergedFleet) -> str:
+    """One line: hosts by standing, cross-host findings, findings by kind, Nova requests."""
+    merged = sum(1 for h in fleet.hosts if h.trusted)
+    read = "audited" if fleet.source == "scan" else "trusted"
+    parts = [f"{len(fleet.hosts)} hosts, {merged} {read}"]
+    for standing in Standing:
+        names = _by_standing(fleet, standing)
+        if names and standing not in MERGED:
+            parts.append(f"{len(names)} {standing.value} ({', '.join(names)})")
+    unknown = [h.host for h in fleet.hosts if h.trusted and not h.known_to_nova]
     if unknown:
-        hosts += f", {len(unknown)} unknown to Nova ({_names(unknown)})"
+        parts.append(f"{len(unknown)} unknown to Nova ({', '.join(unknown)})")
+    if fleet.unattributed:
+        parts.append(f"{len(fleet.unattributed)} unreadable report(s)")
+    counts = fleet.counts()
+    found = [f"{counts[k]} {k.value}" for k in Kind if counts[k]]
+    if fleet.duplicates:
+        found.append(f"{len(fleet.duplicates)} duplicate(s)")
+    origin = "fleet" if fleet.source == "scan" else "fleet from reports"
     return (
-        f"fleet at {fleet.checked_at.isoformat()}: {hosts}; {found}; "
-        f"{fleet.nova_requests} Nova requests"
+        f"{origin} at {fleet.checked_at.isoformat()}: {', '.join(parts)}; "
+        f"{', '.join(found) or 'no findings'}; {fleet.nova_requests} Nova requests"
     )
 
 
-def _names(hosts: list[ScannedHost]) -> str:
-    return ", ".join(h.host for h in hosts)
+def problems(fleet: MergedFleet) -> str:
+    """One line naming every host and report that could not be merged, and why (for stderr;
+    a missing host's why is its standing)."""
+    parts = [
+        f"{h.host} {h.standing.value}"
+        + (f" ({h.notes[0]})" if h.notes and h.standing is not Standing.MISSING else "")
+        for h in fleet.incomplete
+    ]
+    parts += [f"{b.source} unreadable ({b.reason})" for b in fleet.unattributed]
+    what = "host(s) not audited" if fleet.source == "scan" else "report(s) not merged"
+    return f"{len(parts)} {what}: {'; '.join(parts)}"

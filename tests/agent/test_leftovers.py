@@ -27,7 +27,7 @@ from nova_orphans.fleet import reports as fleet_io
 from nova_orphans.observe.services.dangers import DangerObserver
 from nova_orphans.observe.services.leftovers import LeftoverObserver
 from nova_orphans.observe.services.placement import PlacementObserver
-from nova_orphans.render import fleet_reports as render_fleet
+from nova_orphans.render import fleet as render_fleet
 from nova_orphans.render import host as render_host
 from tests import report_schema
 from tests.agent.simworld import HOST, OTHER, SimWorld

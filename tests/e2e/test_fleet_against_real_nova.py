@@ -17,12 +17,12 @@ from typing import Any
 import harness
 import pytest
 
+from nova_orphans.classify.guests import classify
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet import audit as fleet
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.fleet.split_brain import classify_fleet
-from nova_orphans.model import Domain, DomainState, Finding
+from nova_orphans.model import Domain, DomainState, Finding, Kind
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 from nova_orphans.observe.nova.observer import NovaObserver
 from tests import report_schema
@@ -62,8 +62,9 @@ def by_host(document: dict) -> dict[str, dict]:
 def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
     nova_stack: harness.Nova, nova_orphans_cli: str, tmp_path: pathlib.Path
 ) -> None:
-    """Hosts from os-services; a guest running on host1 and host2 is split-brain; a deleted
-    server's guest lists its RBD volume and tap device as leftovers."""
+    """Hosts from os-services; a guest running on host1 and host2 is split-brain (the merge's
+    one rule, its copy on host1 misplaced); a deleted server's guest lists its RBD volume and
+    tap device as remnants."""
     nova = nova_stack
     managed = nova.boot("host1")["id"]
     twice = nova.boot("host2")["id"]
@@ -97,14 +98,16 @@ def test_fleet_audit_finds_split_brain_and_leftovers_across_novas_hosts(
         assert all(hosts[h]["status"] == "audited" for h in FAKE_HOSTS)
 
         found = {(h, f["uuid"]): f for h in FAKE_HOSTS for f in hosts[h]["findings"]}
-        assert found[("host1", twice)]["kind"] == "split-brain"
-        assert found[("host2", twice)]["kind"] == "split-brain"
-        assert ("host1", managed) not in found
+        split = {c["uuid"]: c for c in document["split_brain"]}
+        assert split[twice]["running_on"] == ["host1", "host2"]
+        assert "Nova places it on host2" in split[twice]["reason"]
+        assert found[("host1", twice)]["kind"] == "misplaced"
+        assert ("host2", twice) not in found and ("host1", managed) not in found
         deleted = found[("host2", gone)]
         assert deleted["kind"] == "deleted"
-        assert any("volumes/volume-e2e" in item for item in deleted["leftovers"])
-        assert any("tap-e2e0001" in item for item in deleted["leftovers"])
-        assert document["summary"]["findings"]["split-brain"] >= 2
+        assert any("volumes/volume-e2e" in item for item in deleted["remnants"])
+        assert any("tap-e2e0001" in item for item in deleted["remnants"])
+        assert document["summary"]["split_brain"] >= 1 and document["counts"]["split-brain"] >= 1
     finally:
         for uuid in (managed, twice):
             nova.destroy(uuid)
@@ -254,19 +257,21 @@ def test_the_fleets_cheap_listing_gives_the_findings_of_the_cloud_wide_detail_li
             return {h: [f for f in fs if f.uuid in uuids] for h, fs in found.items()}
 
         detail = reference_fleet_views(NovaObserver(CountingTransport(), retry=_once), hosts)
-        before = ours(classify_fleet(hosts, detail))
+        before = ours({h: ordered(classify(ds, detail[h])) for h, ds in hosts.items()})
         transport = CountingTransport()
         scans = [HostScan(h, f"test:///{h}", tuple(ds)) for h, ds in hosts.items()]
         report = fleet.fleet_audit(
             scans, FleetNovaObserver(transport, retry=_once), ["host1", "host2"], _NOW
         )
-        cheap = ours({h.host: h.findings or [] for h in report.hosts})
+        cheap = ours({h.host: [f.finding for f in h.findings if f.finding] for h in report.hosts})
 
         assert cheap == before
+        assert [(c.uuid, c.running_on) for c in report.split_brain if c.uuid in uuids] == [
+            (booted["split"], ("host1", "host2"))
+        ]
         kinds = {(h, f.uuid): f.kind.value for h, fs in cheap.items() for f in fs}
         assert kinds == {
-            ("host1", booted["split"]): "split-brain",
-            ("host2", booted["split"]): "split-brain",
+            ("host2", booted["split"]): "misplaced",
             ("host1", booted["duplicate"]): "misplaced",
             ("host1", booted["soft"]): "protected",
             ("host1", booted["deleted"]): "deleted",
@@ -288,6 +293,12 @@ def test_the_fleets_cheap_listing_gives_the_findings_of_the_cloud_wide_detail_li
     finally:
         for uuid in booted.values():
             nova.destroy(uuid)
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    """In the order a scan lists a host's findings: by kind, then UUID."""
+    order = list(Kind)
+    return sorted(findings, key=lambda f: (order.index(f.kind), f.uuid))
 
 
 def _once(call: Any) -> Any:

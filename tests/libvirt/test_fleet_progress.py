@@ -104,7 +104,10 @@ def test_on_a_terminal_stderr_shows_the_progress_and_wipes_it(served):
     assert "== cmp-3" in done.stdout  # the report itself goes to stdout, whole
     text = seen.decode()
     assert "\rfleet audit: 3/3 hosts scanned, 1 unreachable\x1b[K" in text
-    assert text.endswith("\r\x1b[K")  # the line is wiped before the report is read
+    # the line is wiped before the report is read; then only the one error line
+    wiped = text.rindex("\r\x1b[K") + len("\r\x1b[K")
+    (error,) = text[wiped:].splitlines()
+    assert "1 host(s) not audited: cmp-3 unreachable" in error
 
 
 def test_when_stderr_is_not_a_terminal_there_is_no_progress(served):

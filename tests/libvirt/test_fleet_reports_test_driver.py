@@ -238,6 +238,8 @@ def test_a_compute_host_without_a_report_is_missing_never_empty(cloud, capsys):
     assert "cmp-3 missing" in one_line(err)
     assert by_host(document)["cmp-3"] | {"notes": None} == {
         "host": "cmp-3",
+        "uri": None,
+        "error": None,
         "status": "missing",
         "known_to_nova": True,
         "report": None,

@@ -18,7 +18,7 @@ from nova_orphans.cli import commands
 from nova_orphans.cli import fleet as fleet_cli
 from nova_orphans.fakes import libvirt_node as worlds
 from nova_orphans.fakes.nova import Fault, SimulatedNova
-from nova_orphans.fleet.audit import FleetScan
+from nova_orphans.fleet.records import MergedFleet, Standing
 from nova_orphans.fleet.scan import Scanner, libvirt_scan, scan_hosts
 from nova_orphans.model import Domain, Kind
 from nova_orphans.observe.errors import NovaError
@@ -71,7 +71,7 @@ class Fleet:
         concurrency: int = 4,
         timeout: float = 30.0,
         scanner: Scanner = libvirt_scan,
-    ) -> FleetScan:
+    ) -> MergedFleet:
         self.write()
         settings = fleet_cli.FleetSettings(
             tuple(hosts) if hosts else None, self.template, concurrency, timeout
@@ -79,10 +79,14 @@ class Fleet:
         return fleet_cli.run_audit(settings, self.nova, NOW, scanner, retry=lambda call: call())
 
 
-def kinds(result: FleetScan, host: str) -> list[tuple[Kind, str]]:
+def kinds(result: MergedFleet, host: str) -> list[tuple[Kind, str]]:
     host_report = next(h for h in result.hosts if h.host == host)
-    assert host_report.findings is not None, host_report.error
+    assert host_report.trusted, host_report.error
     return [(f.kind, f.uuid) for f in host_report.findings]
+
+
+def unreachable(result: MergedFleet) -> list[str]:
+    return [h.host for h in result.hosts if h.standing is Standing.UNREACHABLE]
 
 
 @pytest.fixture
@@ -113,18 +117,32 @@ def fleet(tmp_path: pathlib.Path) -> Fleet:
     return f
 
 
-def test_one_guest_running_on_two_hosts_is_split_brain_on_both_and_listed_first(
+def test_one_guest_running_on_two_hosts_is_split_brain_and_listed_first(fleet: Fleet) -> None:
+    """The merge's one split-brain rule (docs/design.md §9): each host keeps what its own
+    audit makes of the copy (managed on Nova's host, misplaced on the other), and the UUID
+    is split-brain across them, named first in the table."""
+    result = fleet.audit()
+    assert kinds(result, "cmp-1") == [(Kind.DELETED, DELETED), (Kind.UNKNOWN, UNKNOWN)]
+    assert kinds(result, "cmp-2") == [(Kind.MISPLACED, SPLIT)]
+    (split,) = result.split_brain
+    assert (split.uuid, split.running_on) == (SPLIT, ("cmp-1", "cmp-2"))
+    assert "Nova places it on cmp-1" in split.reason
+    assert render.render_table(result).splitlines()[1].startswith("SPLIT-BRAIN")
+    assert fleet_cli.exit_code(result) == exits.FOUND
+
+
+def test_a_copy_nova_shows_migrating_between_the_two_hosts_is_not_split_brain(
     fleet: Fleet,
 ) -> None:
+    """The migration excuse of the reports' merge holds for a scan too (one rule): the
+    hosts are read one after another, so a live migration in progress between them is
+    two copies seen at different instants."""
+    fleet.nova.live_migrate(SPLIT, "cmp-2", finish=False)
     result = fleet.audit()
-    assert kinds(result, "cmp-1") == [
-        (Kind.SPLIT_BRAIN, SPLIT),
-        (Kind.DELETED, DELETED),
-        (Kind.UNKNOWN, UNKNOWN),
-    ]
-    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
-    assert "Nova places it on cmp-1" in (result.hosts[1].findings or [])[0].reason
-    assert fleet_cli.exit_code(result) == exits.FOUND
+    assert result.split_brain == ()
+    (moved,) = result.moved
+    assert moved.uuid == SPLIT and "not split-brain" in moved.reason
+    assert fleet_cli.exit_code(result) == exits.FOUND  # the deleted and unknown guests
 
 
 def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_reported(
@@ -133,23 +151,27 @@ def test_a_host_whose_libvirt_fails_is_unreachable_and_the_others_are_still_repo
     fleet.nova.add_compute("cmp-3")  # Nova knows it; no node file: libvirt cannot open it
     result = fleet.audit()
     down = next(h for h in result.hosts if h.host == "cmp-3")
-    assert down.findings is None and "cmp-3.xml" in (down.error or "")
-    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    assert not down.trusted and down.findings == () and "cmp-3.xml" in (down.error or "")
+    assert kinds(result, "cmp-2") == [(Kind.MISPLACED, SPLIT)]
     assert fleet_cli.exit_code(result) == exits.ERROR
     table = render.render_table(result, wide=True)
-    assert "== cmp-3" in table and "UNREACHABLE" in table
+    (line,) = [line for line in table.splitlines() if line.startswith("== cmp-3 ")]
+    assert line.endswith(": unreachable") and "note: libvirt unreachable" in table
     assert "1 unreachable (cmp-3)" in table.splitlines()[-1]
     record = report_schema.valid(json.loads(render.render_json(result)))
     host3 = next(h for h in record["hosts"] if h["host"] == "cmp-3")
     assert host3["status"] == "unreachable" and host3["findings"] is None
     assert record["summary"]["unreachable"] == ["cmp-3"]
     assert record["schema_version"] == 1 and record["tool_version"]
-    # split-brain on cmp-1 and cmp-2, deleted and unknown on cmp-1; unreachable cmp-3 counts none
+    # one split-brain across cmp-1 and cmp-2 (one per UUID, as from reports), deleted and
+    # unknown on cmp-1, misplaced on cmp-2; unreachable cmp-3 counts none
     assert record["counts"] == dict.fromkeys(record["counts"], 0) | {
-        "split-brain": 2,
+        "split-brain": 1,
         "deleted": 1,
         "unknown": 1,
+        "misplaced": 1,
     }
+    assert record["source"] == "scan" and record["split_brain"][0]["uuid"] == SPLIT
 
 
 def test_a_host_nova_does_not_know_is_audited_and_said_to_be_unknown(fleet: Fleet) -> None:
@@ -178,6 +200,7 @@ def test_nova_is_asked_a_plain_listing_per_host_and_one_lookup_per_unexplained_u
     fleet.domains["cmp-1"].append(nova_domain(DELETED, state="shut off"))  # same UUID twice
     result = fleet.audit()
     assert kinds(result, "cmp-0") == kinds(result, "cmp-1") == [(Kind.DELETED, DELETED)]
+    assert result.split_brain == () and [d.uuid for d in result.duplicates] == [DELETED]
     lookups = [p for p in fleet.nova.log if "uuid=" in p]
     assert len(lookups) == 1  # one lookup for both copies
     assert fleet.nova.requests["servers"] == hosts  # the plain listing of each host
@@ -214,7 +237,7 @@ def test_no_more_hosts_are_scanned_at_once_than_the_concurrency_allows(fleet: Fl
                 running[0] -= 1
 
     result = fleet.audit(concurrency=3, scanner=counting_scan)
-    assert len(result.hosts) == 9 and not result.unreachable
+    assert len(result.hosts) == 9 and not unreachable(result)
     assert most[0] == 3
 
 
@@ -235,7 +258,7 @@ def test_a_scan_that_hangs_is_reported_as_timed_out_and_does_not_hold_the_others
         release.set()
     assert time.monotonic() - start < 5
     hung = next(h for h in result.hosts if h.host == "cmp-2")
-    assert hung.findings is None and "timed out" in (hung.error or "")
+    assert hung.standing is Standing.UNREACHABLE and "timed out" in (hung.error or "")
     # The guest also runs on cmp-2, which could not be read: cmp-1 is judged alone,
     # and Nova runs that guest on cmp-1.
     assert kinds(result, "cmp-1") == [(Kind.DELETED, DELETED), (Kind.UNKNOWN, UNKNOWN)]
@@ -251,16 +274,20 @@ def test_scan_results_keep_the_order_of_the_hosts_given(tmp_path: pathlib.Path) 
     assert [s.host for s in scans] == ["c", "a", "b"] and all(s.reachable for s in scans)
 
 
-def test_deleted_and_unknown_guests_show_their_host_side_leftovers(fleet: Fleet) -> None:
+def test_deleted_and_unknown_guests_show_their_remnants(fleet: Fleet) -> None:
     result = fleet.audit()
     table = render.render_table(result)
-    assert f"disk vdb: network rbd rbd:volumes/volume-{DELETED[:8]}" in table
+    words = " ".join(table.split())  # NOTE: the line is wrapped at the table's width
+    assert f"remnants of {DELETED}: disk vdb: network rbd rbd:volumes/volume-{DELETED[:8]}" in words
     assert "interface tapaaaaaaaa-00" in table
     record = report_schema.valid(json.loads(render.render_json(result)))
     cmp1 = next(h for h in record["hosts"] if h["host"] == "cmp-1")
     by_uuid = {f["uuid"]: f for f in cmp1["findings"]}
-    assert any("tapaaaaaaaa-00" in item for item in by_uuid[DELETED]["leftovers"])
-    assert by_uuid[SPLIT]["leftovers"] == []
+    assert any("tapaaaaaaaa-00" in item for item in by_uuid[DELETED]["remnants"])
+    # NOTE: "leftovers", the earlier name, still says the same (docs/reference/json.md).
+    assert by_uuid[DELETED]["leftovers"] == by_uuid[DELETED]["remnants"]
+    cmp2 = next(h for h in record["hosts"] if h["host"] == "cmp-2")
+    assert [f["remnants"] for f in cmp2["findings"]] == [[]]  # misplaced: Nova cleans it
 
 
 def test_when_nova_fails_the_fleet_audit_concludes_nothing(fleet: Fleet) -> None:
@@ -364,8 +391,8 @@ def test_a_service_host_that_is_no_host_name_gets_no_uri_and_is_unreachable(
     settings = fleet_cli.FleetSettings(None, "qemu+ssh://{host}/system", 4, 30.0)
     result = fleet_cli.run_audit(settings, fleet.nova, NOW, scanner, retry=lambda call: call())
     assert opened == ["qemu+ssh://cmp-1/system"]
-    assert sorted(h.host for h in result.unreachable) == sorted(HOSTILE_HOSTS)
-    assert all("is not a host name" in (h.error or "") for h in result.unreachable)
+    assert sorted(unreachable(result)) == sorted(HOSTILE_HOSTS)
+    assert all("is not a host name" in (h.error or "") for h in result.incomplete)
     assert fleet_cli.exit_code(result) == exits.ERROR
     text = render.render_table(result, wide=True)
     assert "\x1b" not in text and "\u202e" not in text
@@ -385,7 +412,7 @@ def test_a_service_host_name_cannot_point_the_test_driver_at_another_file(
     (outside / "cmp-9.xml").write_text(worlds.node([nova_domain(UNKNOWN)]), encoding="utf-8")
     fleet.nova.add_compute("../outside/cmp-9")
     result = fleet.audit()
-    (refused,) = result.unreachable
+    (refused,) = result.incomplete
     assert refused.host == "../outside/cmp-9" and refused.uri == ""
     assert "is not a host name" in (refused.error or "")
     assert kinds(result, "cmp-1") == []
@@ -437,8 +464,8 @@ def test_a_hosts_listing_starts_when_its_scan_ends_while_other_scans_go_on(fleet
         return libvirt_scan(uri)
 
     result = fleet.audit(scanner=scanner)
-    assert not result.unreachable
-    assert kinds(result, "cmp-2") == [(Kind.SPLIT_BRAIN, SPLIT)]
+    assert not unreachable(result)
+    assert kinds(result, "cmp-2") == [(Kind.MISPLACED, SPLIT)]
     before_scan_end = fleet.nova.log[: asked_when_scanned[0]]
     assert not any("host=cmp-2" in p for p in before_scan_end)
     assert sum(p.startswith("/servers?all_tenants=1&host=cmp-2") for p in fleet.nova.log) == 1

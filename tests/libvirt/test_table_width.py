@@ -95,10 +95,10 @@ def test_the_fleet_table_fits_with_a_header_per_host_and_wide_shows_everything(
             after = [line for line in lines[at + 1 :] if not line.startswith("    ")]
             assert after[0].split() == FINDING_HEADER
     wide = render.render_table(result, wide=True)
-    for finding in result.findings:
-        assert finding.uuid in narrow and finding.short_reason in narrow
+    for finding in (f for h in result.hosts for f in h.findings):
+        assert finding.uuid in narrow and finding.brief in narrow
         assert finding.reason in wide
-    assert "UNREACHABLE" in narrow and "leftovers:" in narrow
+    assert "note: libvirt unreachable" in narrow and "remnants of " in narrow
     assert unwrapped(render.summary(result)) in unwrapped(narrow)
     assert render.summary(result) in wide
 

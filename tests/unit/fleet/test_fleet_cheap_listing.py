@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
+from nova_orphans.classify.guests import classify
 from nova_orphans.fakes.nova import Fault, SimulatedNova
 from nova_orphans.fakes.nova_reference import reference_fleet_views
 from nova_orphans.fleet.audit import fleet_audit
+from nova_orphans.fleet.records import RUNNING_STATES, MergedFleet
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.fleet.split_brain import classify_fleet
 from nova_orphans.model import Domain, DomainState, Finding, Kind, Selector
 from nova_orphans.observe.errors import NovaBadAnswer, NovaCellDown, NovaError
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
@@ -145,17 +146,48 @@ def world(
     return sim, fleet
 
 
-def cheap(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> dict[str, list[Finding]]:
+#: Each host's findings (in the order of ``Kind``, then UUID), and under ``SPLIT`` one
+#: pseudo-finding per split-brain UUID.
+Found = dict[str, list[Any]]
+SPLIT = "split-brain across hosts"
+DENY = Selector(name_patterns=(DENIED,))
+
+
+def ordered(findings: list[Finding]) -> list[Finding]:
+    order = list(Kind)
+    return sorted(findings, key=lambda f: (order.index(f.kind), f.uuid))
+
+
+def merged(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> MergedFleet:
     scans = [HostScan(h, f"test:///{h}", tuple(ds)) for h, ds in fleet.items()]
     nova = FleetNovaObserver(sim, page_size=page_size, retry=lambda call: call())
-    report = fleet_audit(scans, nova, HOSTS, NOW, Selector(name_patterns=(DENIED,)))
-    return {h.host: h.findings or [] for h in report.hosts}
+    return fleet_audit(scans, nova, HOSTS, NOW, DENY)
 
 
-def detailed(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> dict[str, list[Finding]]:
+def cheap(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> Found:
+    result = merged(sim, fleet, page_size)
+    found: Found = {h.host: [f.finding for f in h.findings] for h in result.hosts}
+    return found | {SPLIT: [(c.uuid, c.running_on) for c in result.split_brain]}
+
+
+def detailed(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> Found:
+    """The reference: each host classified over the detail listing's views; split-brain
+    where a UUID runs on two or more hosts (none of these situations migrates it)."""
     nova = NovaObserver(sim, page_size=page_size, retry=lambda call: call())
     views = reference_fleet_views(nova, fleet)
-    return classify_fleet(fleet, views, Selector(name_patterns=(DENIED,)))
+    found: Found = {h: ordered(classify(ds, views[h], DENY)) for h, ds in fleet.items()}
+    running: dict[str, list[str]] = {}
+    for host, domains in fleet.items():
+        for d in domains:
+            if d.state in RUNNING_STATES:
+                running.setdefault(d.uuid, []).append(host)
+    split = [(u, tuple(sorted(hs))) for u, hs in sorted(running.items()) if len(hs) >= 2]
+    return found | {SPLIT: split}
+
+
+def findings(found: Found) -> list[list[Finding]]:
+    """The hosts' findings, without the split-brain pseudo-findings."""
+    return [fs for host, fs in found.items() if host != SPLIT]
 
 
 def both_ways(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> tuple[Any, Any]:
@@ -169,7 +201,7 @@ def test_each_cross_host_situation_gives_the_findings_of_the_detail_listing(
     sim, fleet = world([single.managed], [managed_on_each, case])
     before, now = both_ways(sim, fleet)
     assert now == before
-    assert all(f.server is None or not f.server.summary for fs in now.values() for f in fs)
+    assert all(f.server is None or not f.server.summary for fs in findings(now) for f in fs)
 
 
 @pytest.mark.parametrize("case", single.CASES, ids=lambda c: c.__name__)
@@ -179,18 +211,17 @@ def test_each_single_host_situation_in_a_fleet_gives_the_findings_of_the_detail_
     sim, fleet = world([single.managed, case], [managed_on_each])
     before, now = both_ways(sim, fleet)
     assert now == before
-    assert all(f.server is None or not f.server.summary for fs in now.values() for f in fs)
+    assert all(f.server is None or not f.server.summary for fs in findings(now) for f in fs)
 
 
 def test_every_situation_together_gives_the_findings_of_the_detail_listing() -> None:
     sim, fleet = world(single.CASES * 2, CROSS * 2)
     before, now = both_ways(sim, fleet)
     assert now == before
-    kinds = {f.kind.value for fs in now.values() for f in fs}
-    assert kinds == {
-        "split-brain", "deleted", "unknown", "misplaced", "lost", "foreign", "protected"
-    }  # fmt: skip
-    split = [f.reason for fs in now.values() for f in fs if f.kind is Kind.SPLIT_BRAIN]
+    kinds = {f.kind.value for fs in findings(now) for f in fs}
+    assert kinds == {"deleted", "unknown", "misplaced", "lost", "foreign", "protected"}
+    assert now[SPLIT]
+    split = [c.reason for c in merged(sim, fleet).split_brain]
     for says in ("Nova places it on cmp-1", "Nova places it on cmp-3", "only as deleted",
                  "Nova has no record"):  # fmt: skip
         assert any(says in reason for reason in split), says
@@ -209,7 +240,7 @@ def test_random_fleets_small_pages_and_bulk_paths_give_the_same_findings(seed: i
 # --- what it costs --------------------------------------------------------------------------
 
 
-def counted(sim: SimulatedNova, fleet: Fleet) -> tuple[dict[str, list[Finding]], list[str]]:
+def counted(sim: SimulatedNova, fleet: Fleet) -> tuple[Found, list[str]]:
     sim.log.clear()
     found = cheap(sim, fleet)
     return found, list(sim.log)
@@ -232,16 +263,19 @@ def test_a_fleet_where_nova_explains_every_domain_costs_a_listing_per_host_and_t
 def test_one_lookup_per_uuid_however_many_hosts_hold_it_and_migrations_only_where_needed() -> None:
     sim, fleet = world([], [managed_on_each, split_brain, deleted_on_two_hosts])
     found, asked = counted(sim, fleet)
-    assert {f.kind for fs in found.values() for f in fs} == {Kind.SPLIT_BRAIN, Kind.DELETED}
-    lookups = [a for a in asked if "uuid=" in a]
+    assert len(found.pop(SPLIT)) == 1
+    assert {f.kind for fs in found.values() for f in fs} == {Kind.MISPLACED, Kind.DELETED}
+    lookups = [a for a in asked if a.startswith("/servers/detail?") and "uuid=" in a]
     # the split-brain pair and the deleted guest defined on two hosts: one lookup each
     assert len(lookups) == len(set(lookups)) == 2
-    migrations = sorted(a for a in asked if a.startswith("/os-migrations"))
+    migrations = sorted(a for a in asked if a.startswith("/os-migrations?host="))
     # HOST holds both, OTHER the split-brain copy, THIRD the deleted guest: each explains one
     assert migrations == [f"/os-migrations?host={h}&limit=1000" for h in sorted(HOSTS)]
+    # the split-brain candidate's own migrations (the merge's excuse), its lookup reused
+    assert len([a for a in asked if a.startswith("/os-migrations?instance_uuid=")]) == 1
     # the lookups proved the admin filters: no probe
     assert len([a for a in asked if paths([a]) == ["/servers"]]) == len(HOSTS)
-    assert len(asked) == len(HOSTS) + 2 + 3 + 1
+    assert len(asked) == len(HOSTS) + 2 + 3 + 1 + 1
 
 
 def test_a_host_listing_longer_than_nova_pages_follows_the_next_links() -> None:

@@ -1,4 +1,6 @@
-"""Cross-host classification: split-brain when one UUID runs on two or more hosts."""
+"""Cross-host classification of a scan: each host classified alone, then the merge's one
+split-brain rule (docs/design.md §9) across them: one UUID running on two or more hosts,
+unless Nova shows it moving between them."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import datetime
 import pytest
 
 from nova_orphans.fakes.nova_reference import nova_view_for
-from nova_orphans.fleet.split_brain import classify_fleet, running_copies
+from nova_orphans.fleet.audit import merge_scans
+from nova_orphans.fleet.records import MergedFleet
+from nova_orphans.fleet.scan import HostScan
 from nova_orphans.model import (
     Domain,
     DomainState,
@@ -24,6 +28,7 @@ OTHER = "5d8e7f6a-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
 META = NovaMetadata(namespace="http://openstack.org/xmlns/libvirt/nova/1.1")
 RUNNING, PAUSED, SHUTOFF = DomainState.RUNNING, DomainState.PAUSED, DomainState.SHUTOFF
 DELETED_AT = datetime.datetime(2024, 4, 28, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc)
 
 
 def dom(state: DomainState = RUNNING, uuid: str = UUID, job: bool = False) -> Domain:
@@ -41,11 +46,13 @@ def deleted(host: str, uuid: str = UUID) -> Server:
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """One fleet, what Nova says, and the kind each host's copy of UUID must get."""
+    """One fleet, what Nova says, whether UUID is split-brain, and the kind each host's own
+    audit gives its copy."""
 
     description: str
     domains: dict[str, list[Domain]]
     live: list[Server]
+    split: bool
     expected: dict[str, Kind | None]
     looked_up: dict[str, Server | None] = dataclasses.field(default_factory=dict)
     migrations: tuple[Migration, ...] = ()
@@ -54,29 +61,33 @@ class Case:
 
 CASES = [
     Case(
-        "A UUID running on two hosts is split-brain on both, the copy Nova points to included.",
+        "A UUID running on two hosts is split-brain, whichever copy Nova points to.",
         {"a": [dom()], "b": [dom()]},
         [live("a")],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN},
+        True,
+        {"a": None, "b": Kind.MISPLACED},
     ),
     Case(
-        "A UUID running on three hosts is split-brain on all three.",
+        "A UUID running on three hosts is split-brain across all three.",
         {"a": [dom()], "b": [dom()], "c": [dom()]},
         [live("b")],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN, "c": Kind.SPLIT_BRAIN},
+        True,
+        {"a": Kind.MISPLACED, "b": None, "c": Kind.MISPLACED},
     ),
     Case(
         "Running twice while Nova has the server only as deleted is still split-brain.",
         {"a": [dom()], "b": [dom()]},
         [],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN},
+        True,
+        {"a": Kind.DELETED, "b": Kind.DELETED},
         looked_up={UUID: deleted("a")},
     ),
     Case(
         "Running twice while Nova never heard of the server is still split-brain.",
         {"a": [dom()], "b": [dom()]},
         [],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN},
+        True,
+        {"a": Kind.UNKNOWN, "b": Kind.UNKNOWN},
         looked_up={UUID: None},
     ),
     Case(
@@ -84,79 +95,102 @@ CASES = [
         "misplaced, the one Nova manages is no finding.",
         {"a": [dom()], "b": [dom(SHUTOFF)]},
         [live("a")],
+        False,
         {"a": None, "b": Kind.MISPLACED},
     ),
     Case(
         "Shut off on two hosts, running nowhere: each copy is classified on its own.",
         {"a": [dom(SHUTOFF)], "b": [dom(SHUTOFF)]},
         [live("a")],
+        False,
         {"a": None, "b": Kind.MISPLACED},
     ),
     Case(
         "A live migration's paused destination next to the running source is not split-brain.",
         {"a": [dom(job=True)], "b": [dom(PAUSED, job=True)]},
         [live("a", task_state="migrating")],
+        False,
         {"a": None, "b": Kind.PROTECTED},
     ),
     Case(
         "Running on two hosts and shut off on a third: the third copy keeps its own kind.",
         {"a": [dom()], "b": [dom()], "c": [dom(SHUTOFF)]},
         [live("a")],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN, "c": Kind.MISPLACED},
+        True,
+        {"a": None, "b": Kind.MISPLACED, "c": Kind.MISPLACED},
     ),
     Case(
         "The deny list does not hide a split-brain: it is an alarm, never acted on.",
         {"a": [dom()], "b": [dom()]},
         [live("a")],
-        {"a": Kind.SPLIT_BRAIN, "b": Kind.SPLIT_BRAIN},
+        True,
+        {"a": Kind.PROTECTED, "b": Kind.PROTECTED},
         deny=Selector(frozenset({UUID})),
     ),
     Case(
         "A domain on one host only is classified exactly as the single-host agent would.",
         {"a": [dom()], "b": []},
         [],
+        False,
         {"a": Kind.DELETED, "b": None},
         looked_up={UUID: deleted("a")},
     ),
 ]
 
 
-def findings_of(case: Case) -> dict[str, dict[str, Kind]]:
+def merged(case: Case) -> MergedFleet:
     servers = {s.uuid: s for s in case.live}
     views = {
         host: nova_view_for(host, domains, servers, case.looked_up, case.migrations)
         for host, domains in case.domains.items()
     }
-    result = classify_fleet(case.domains, views, case.deny)
-    return {host: {f.uuid: f.kind for f in found} for host, found in result.items()}
+    scans = [HostScan(h, f"test:///{h}.xml", tuple(ds)) for h, ds in case.domains.items()]
+
+    def ask_nova(uuid: str) -> tuple[Server | None, tuple[Migration, ...]]:
+        return case.looked_up.get(uuid, servers.get(uuid)), case.migrations
+
+    return merge_scans(scans, views, sorted(case.domains), NOW, ask_nova, case.deny)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.description for c in CASES])
 def test_each_copy_gets_the_expected_kind(case: Case) -> None:
-    found = findings_of(case)
+    fleet = merged(case)
+    found = {h.host: {f.uuid: f.kind for f in h.findings} for h in fleet.hosts}
     assert {host: kinds.get(UUID) for host, kinds in found.items()} == case.expected
+    assert [c.uuid for c in fleet.split_brain] == ([UUID] if case.split else [])
+    assert fleet.has_orphans or not case.split
 
 
-def test_split_brain_is_listed_first_and_names_the_hosts_and_novas_choice() -> None:
-    domains = {"a": [dom(), dom(SHUTOFF, uuid=OTHER)], "b": [dom()]}
-    servers = {UUID: live("b")}
-    views = {h: nova_view_for(h, ds, servers, {OTHER: None}, ()) for h, ds in domains.items()}
-    found = classify_fleet(domains, views)["a"]
-    assert [f.kind for f in found] == [Kind.SPLIT_BRAIN, Kind.UNKNOWN]
-    assert found[0].reason == "running on 2 hosts at once (a, b); Nova places it on b"
-    assert found[0].server == servers[UUID]
+def test_split_brain_names_the_hosts_and_novas_choice() -> None:
+    fleet = merged(Case("", {"a": [dom(), dom(SHUTOFF, uuid=OTHER)], "b": [dom()]},
+                        [live("b")], True, {}, looked_up={OTHER: None}))  # fmt: skip
+    (split,) = fleet.split_brain
+    assert split.running_on == ("a", "b")
+    assert split.reason == "running on a, b (a: running, b: running); Nova places it on b"
+    assert [(f.kind, f.uuid) for f in fleet.hosts[0].findings] == [
+        (Kind.UNKNOWN, OTHER), (Kind.MISPLACED, UUID),
+    ]  # fmt: skip
+
+
+def test_a_migration_nova_shows_between_the_two_hosts_excuses_the_pair() -> None:
+    """The reports' migration excuse is the scan's too (one rule): the hosts are read one
+    after the other, so a migration under way between them is no split-brain."""
+    moving = (Migration(UUID, "a", "b", "live-migration", "running"),)
+    fleet = merged(Case("", {"a": [dom()], "b": [dom()]}, [live("a")], False, {},
+                        migrations=moving))  # fmt: skip
+    assert fleet.split_brain == ()
+    assert [c.uuid for c in fleet.moved] == [UUID] and "not split-brain" in fleet.moved[0].reason
 
 
 def test_a_server_nova_places_on_a_split_brain_host_is_not_reported_lost() -> None:
-    domains = {"a": [dom()], "b": [dom()]}
-    servers = {UUID: live("a")}
-    views = {h: nova_view_for(h, ds, servers, {}, ()) for h, ds in domains.items()}
-    assert [f.kind for f in classify_fleet(domains, views)["a"]] == [Kind.SPLIT_BRAIN]
+    fleet = merged(Case("", {"a": [dom()], "b": [dom()]}, [live("a")], True, {}))
+    assert fleet.hosts[0].findings == () and len(fleet.split_brain) == 1
 
 
-def test_running_copies_counts_only_running_states() -> None:
-    domains = {"a": [dom()], "b": [dom(PAUSED)], "c": [dom(DomainState.BLOCKED)]}
-    assert running_copies(domains) == {UUID: ["a", "c"]}
+def test_only_running_copies_count() -> None:
+    fleet = merged(Case("", {"a": [dom()], "b": [dom(PAUSED)], "c": [dom(DomainState.BLOCKED)]},
+                        [live("a")], True, {}))  # fmt: skip
+    assert [c.running_on for c in fleet.split_brain] == [("a", "c")]
 
 
 def test_the_view_of_a_host_holds_only_its_servers_and_its_migrations() -> None:
