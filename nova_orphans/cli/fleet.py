@@ -21,6 +21,7 @@ from oslo_config import cfg
 
 from nova_orphans import config, exits
 from nova_orphans.cli import common, configure
+from nova_orphans.cli import fleet_output as output
 from nova_orphans.cli.audit import transport_from_conf
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH
 from nova_orphans.fleet import reports
@@ -59,74 +60,31 @@ class FleetSettings:
 def handle_audit(args: argparse.Namespace) -> int:
     """Run ``fleet audit`` as the command line asked; returns the exit code."""
     conf = configure.load_conf(args)
-    check_json_file(args.json_file)
+    # NOTE: the output files are checked before any work, for both ways of auditing.
+    output.check_output_file(args.json_file, "--json-file")
+    output.check_output_file(args.metrics_textfile, "--metrics-textfile")
     if args.reports is not None:
         return handle_reports(conf, args)
     if args.max_age is not None:
         raise common.UsageError("--max-age applies only with --reports")
     settings = settings_from(conf, args)
-    textfile = args.metrics_textfile
-    if textfile is not None and not os.path.isdir(os.path.dirname(os.path.abspath(textfile))):
-        raise common.UsageError(f"--metrics-textfile {textfile}: no such directory")
-    if textfile is not None:
-        config.writable_file(textfile, f"--metrics-textfile {textfile}")
     transport = transport_from_conf(conf)
     with progress_line(sys.stderr) as progress:
         result = run_audit(settings, transport, common.now(), progress=progress)
-    code = finish(result, args)
-    if textfile is not None:
-        write_metrics(result, textfile)
-    return code
+    return finish(result, args)
 
 
 def finish(fleet: MergedFleet, args: argparse.Namespace) -> int:
-    """Print the fleet (``--format``), write ``--json-file``; returns the exit code, with
-    one stderr line naming what could not be merged when that is why it is 1."""
+    """Print the fleet (``--format``), write ``--json-file`` and ``--metrics-textfile``;
+    returns the exit code, with one stderr line naming what could not be merged (or
+    written) when that is why it is 1."""
     document = render.render_json(fleet)
     print(document if args.format == "json" else render.render_table(fleet, args.wide))
-    write_json_file(args.json_file, document)
+    written = output.write_outputs(fleet, document, args.json_file, args.metrics_textfile)
     code = exit_code(fleet)
-    return common.fail(code, render.problems(fleet)) if code == exits.ERROR else code
-
-
-def check_json_file(path: str | None) -> None:
-    """``--json-file`` must be a file in an existing directory: checked before any work."""
-    if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise common.UsageError(f"--json-file {path}: no such directory")
-
-
-def write_json_file(path: str | None, document: str) -> None:
-    """The JSON document also in ``path`` (``--json-file``), replaced whole: a reader (a
-    playbook, a dashboard) never sees half of it."""
-    if path is None:
-        return
-    partial = f"{path}.partial"
-    try:
-        with open(partial, "w", encoding="utf-8") as out:
-            out.write(document + "\n")
-        os.replace(partial, path)
-    except OSError as exc:
-        raise config.ConfigError(f"--json-file {path}: {exc.strerror or exc}") from exc
-
-
-def write_metrics(result: MergedFleet, path: str) -> None:
-    """The fleet audit's result as a node-exporter textfile."""
-    # NOTE: imported here: prometheus_client is loaded only by a fleet audit that writes
-    # metrics (start-up time of the CLI).
-    from nova_orphans.record.metrics import FleetMetrics
-
-    metrics = FleetMetrics()
-    unreachable = len(result.incomplete)
-    metrics.record(
-        result.counts(),
-        audited=len(result.hosts) - unreachable,
-        unreachable=unreachable,
-        at=result.checked_at.timestamp(),
-    )
-    try:
-        metrics.write_textfile(path)
-    except OSError as exc:
-        raise config.ConfigError(f"--metrics-textfile {path}: {exc.strerror or exc}") from exc
+    if code == exits.ERROR:
+        return common.fail(code, render.problems(fleet))
+    return exits.ERROR if written != exits.OK else code
 
 
 def settings_from(conf: cfg.ConfigOpts, args: argparse.Namespace) -> FleetSettings:
@@ -193,7 +151,8 @@ def progress_line(stream: TextIO) -> Iterator[OnProgress | None]:
     NOTE: a script or a log file reading stderr gets only the error lines, never a
     progress line.
     """
-    if not stream.isatty():
+    if not stream.isatty() or os.environ.get("TERM", "") in ("", "dumb"):
+        # NOTE: a terminal that cannot move the cursor shows every redraw as text.
         yield None
         return
 

@@ -286,14 +286,15 @@ class FleetMetrics:
         self.registry = prom.CollectorRegistry()
         self.findings = prom.Gauge(
             "nova_orphans_fleet_findings",
-            "Findings of the last fleet audit, by kind (split-brain: copies running on "
-            "two or more hosts).",
+            "Findings of the last fleet audit, by kind (split-brain: UUIDs running on "
+            "two or more hosts, once each).",
             ["kind"],
             registry=self.registry,
         )
         self.hosts = prom.Gauge(
             "nova_orphans_fleet_hosts",
-            "Hosts of the last fleet audit, by status (audited, unreachable).",
+            "Hosts of the last fleet audit, by status (audited: scanned or its report "
+            "merged; unreachable: not scanned, or its report not merged).",
             ["status"],
             registry=self.registry,
         )
@@ -315,6 +316,6 @@ class FleetMetrics:
         self.hosts.labels(status="unreachable").set(unreachable)
         self.last_audit.set(at)
 
-    def write_textfile(self, path: str) -> None:
-        """Write the metrics for node-exporter's textfile collector (atomically)."""
-        prom.write_to_textfile(path, self.registry)
+    def text(self) -> str:
+        """The metrics in node-exporter's textfile format (the caller writes it whole)."""
+        return prom.generate_latest(self.registry).decode("utf-8")

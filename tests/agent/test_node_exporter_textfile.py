@@ -64,7 +64,7 @@ def agent_textfile(tmp_path: pathlib.Path, directory: pathlib.Path) -> None:
     world.agent.metrics.write_textfile(str(directory / "nova_orphans.prom"))
     fleet = FleetMetrics()
     fleet.record({Kind.SPLIT_BRAIN: 1}, audited=3, unreachable=1, at=1.8e9)
-    fleet.write_textfile(str(directory / "nova_orphans_fleet.prom"))
+    (directory / "nova_orphans_fleet.prom").write_text(fleet.text())
 
 
 def test_node_exporter_reads_the_agent_textfile_with_no_collision_and_no_error(tmp_path):

@@ -79,17 +79,8 @@ def served(tmp_path: pathlib.Path):
         yield conf
 
 
-def fleet_audit(conf: pathlib.Path, stderr: int) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "nova_orphans.cli", "fleet", "audit", "--config-file", str(conf)]
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120)
-
-
-def test_on_a_terminal_stderr_shows_the_progress_and_wipes_it(served):
-    controller, terminal = pty.openpty()
-    try:
-        done = fleet_audit(served, terminal)
-    finally:
-        os.close(terminal)
+def read_all(controller: int) -> bytes:
+    """Everything written to a pseudo-terminal until it closes; ``controller`` is closed."""
     seen = b""
     while select.select([controller], [], [], 1)[0]:
         try:
@@ -100,6 +91,26 @@ def test_on_a_terminal_stderr_shows_the_progress_and_wipes_it(served):
             break
         seen += chunk
     os.close(controller)
+    return seen
+
+
+def fleet_audit(
+    conf: pathlib.Path, stderr: int, term: str = "xterm"
+) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "nova_orphans.cli", "fleet", "audit", "--config-file", str(conf)]
+    env = {**os.environ, "TERM": term}
+    return subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120, env=env
+    )
+
+
+def test_on_a_terminal_stderr_shows_the_progress_and_wipes_it(served):
+    controller, terminal = pty.openpty()
+    try:
+        done = fleet_audit(served, terminal)
+    finally:
+        os.close(terminal)
+    seen = read_all(controller)
     assert done.returncode == 1, seen  # cmp-3 is unreachable
     assert "== cmp-3" in done.stdout  # the report itself goes to stdout, whole
     text = seen.decode()
@@ -108,6 +119,20 @@ def test_on_a_terminal_stderr_shows_the_progress_and_wipes_it(served):
     wiped = text.rindex("\r\x1b[K") + len("\r\x1b[K")
     (error,) = text[wiped:].splitlines()
     assert "1 host(s) not audited: cmp-3 unreachable" in error
+
+
+@pytest.mark.parametrize("term", ["dumb", ""])
+def test_a_terminal_that_cannot_move_the_cursor_gets_no_progress(served, term):
+    """No control sequence where it would show as text (an Emacs shell, a serial console)."""
+    controller, terminal = pty.openpty()
+    try:
+        done = fleet_audit(served, terminal, term=term)
+    finally:
+        os.close(terminal)
+    seen = read_all(controller)
+    assert done.returncode == 1
+    assert b"\x1b" not in seen and b"hosts scanned" not in seen
+    assert b"1 host(s) not audited" in seen
 
 
 def test_when_stderr_is_not_a_terminal_there_is_no_progress(served):
