@@ -84,7 +84,8 @@ def test_the_wheel_ships_license_sample_config_and_unit(wheel):
     assert "nova-orphans = nova_orphans.cli:main" in entry_points
 
 
-def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
+def installed(wheel: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
+    """``wheel`` installed alone (no dependencies) into a fresh directory, returned."""
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
@@ -92,6 +93,11 @@ def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
         capture_output=True,
         timeout=300,
     )
+    return site
+
+
+def test_an_installed_wheel_prints_its_shipped_files(wheel, tmp_path):
+    site = installed(wheel, tmp_path)
     # NOTE: the installed copy first on the path, the checkout nowhere: what a wheel user runs.
     program = (
         "import sys; sys.path.insert(0, sys.argv.pop(1)); import nova_orphans, nova_orphans.cli;"
@@ -153,13 +159,7 @@ def test_the_reader_validates_against_the_schema_the_wheel_ships(wheel, tmp_path
     with zipfile.ZipFile(wheel) as archive:
         assert member in archive.namelist()
         assert archive.read(member) == schema
-    site = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), wheel],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    site = installed(wheel, tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [sys.executable, "-c", READER_PROGRAM, str(site)],
