@@ -8,17 +8,26 @@
 #
 # The full run, phase by phase (docs/testing.md has their times):
 #   install      scripts/setup.sh --test --no-stack: system packages and .venv
-#   stack        in the background from then on: the stack's venvs (tests/e2e/stack/install.sh),
-#                libvirtd (.ci/services/libvirtd.sh start), the stack (stack.sh start, which
-#                returns once every service answers); its output is printed when it ends
+#   in the background from then on, each phase as soon as what it needs is up (its output is
+#   printed when the isolated tests are done and it ended):
+#     stack          the stack's venvs (tests/e2e/stack/install.sh), libvirtd
+#                    (.ci/services/libvirtd.sh start), the stack (stack.sh start, which returns
+#                    once every service answers)
+#     serial-libvirtd  once libvirtd answers, while the stack starts: pytest -m "serial and
+#                    not nova and libvirtd", the tests of the real libvirtd and QEMU
+#     serial-stack   once the stack is up and serial-libvirtd ended (its guests would be
+#                    found on lvhost's libvirt): pytest -m "serial and nova", tests/e2e
 #   ruff, format, mypy, contracts, ansible-lint, docs
-#   isolated     pytest -m "not serial" under pytest-xdist: the tests that share nothing
-#   serial       once the stack is up: pytest -m serial, one session (tests/conftest.py marks
-#                serial every test of tests/e2e and tests/ansible and every one that uses the
-#                real libvirtd, the stack or the loopback sshd); the two sessions together
-#                run every test once
+#   serial-sshd  in the background too: pytest -m "serial and not nova and not libvirtd",
+#                the tests that share only the loopback sshd (tests/ansible)
+#   isolated     pytest -m "not serial" under pytest-xdist, at a lower CPU priority (nice):
+#                the tests that share nothing; the serial ones wait on real services, the
+#                critical path
 #   stop         on any exit: the stack and libvirtd
-# Every phase runs even when an earlier one failed (the serial one only on a stack that came
+# tests/conftest.py marks serial every test of tests/e2e and tests/ansible and every one that
+# uses the real libvirtd, the stack or the loopback sshd, and each serial test by what it
+# shares (nova, libvirtd): the four sessions together run every test once.
+# Every phase runs even when an earlier one failed (a serial one only once its services came
 # up); the run fails when any did, a pytest session that ran no test (exit 5) included, and
 # under NOVA_ORPHANS_REQUIRE_SERVICES=1 a skipped test fails its session.
 set -euo pipefail
@@ -42,20 +51,21 @@ phase() {
     "$@" || rc=$?
     record "$name" "$(( $(date +%s) - t ))" "$rc"
 }
-record() {  # name seconds exit-code|why-not-run
+record() {  # name seconds exit-code|why-not-run [started-at]
     local outcome=ok
     case $3 in
         0) ;;
         *[!0-9]*) outcome="FAILED ($3)"; FAILED+=("$1") ;;
         *) outcome="FAILED (exit $3)"; FAILED+=("$1") ;;
     esac
-    SUMMARY+=("$(printf '%-13s %5s s  %s' "$1" "$2" "$outcome")")
+    [ -n "${4:-}" ] && outcome="$outcome (started at $4 s)"
+    SUMMARY+=("$(printf '%-16s %5s s  %s' "$1" "$2" "$outcome")")
     printf '=== %s: %s s, %s\n' "$1" "$2" "$outcome"
 }
 summary() {
-    printf '\n=== phases (wall clock; stack ran in the background)\n'
+    printf '\n=== phases (wall clock; stack and serial-* ran in the background)\n'
     printf '%s\n' "${SUMMARY[@]}"
-    printf '%-13s %5s s\n' total "$(( $(date +%s) - T0 ))"
+    printf '%-16s %5s s\n' total "$(( $(date +%s) - T0 ))"
 }
 
 lint() {
@@ -84,12 +94,22 @@ if [ "$UNIT" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------- full run
-STACK_LOG=.stack/test-stack.log
-STACK_PID=
-STACK_T0=
-# The background phase: its own process group (job control on), so that an early exit can end
-# it whole; stack.sh's services run in sessions of their own and stop with stack.sh stop.
-stack_phase() {
+#: The background phases' outcomes, one line each: name seconds exit-code started-at(+s).
+PHASES=.stack/test-phases
+BACKGROUND=()
+SERIAL="env NOVA_ORPHANS_REQUIRE_SERVICES=1 .venv/bin/pytest -ra -p no:cacheprovider"
+# bg_phase NAME COMMAND...: run it with its output in .stack/test-NAME.log, append its outcome
+# to $PHASES; returns its exit code.
+bg_phase() {
+    local name=$1 t rc=0
+    shift
+    t=$(date +%s)
+    printf '=== %s: %s\n' "$name" "$*" >".stack/test-$name.log"
+    "$@" >>".stack/test-$name.log" 2>&1 </dev/null || rc=$?
+    printf '%s %s %s %s\n' "$name" "$(( $(date +%s) - t ))" "$rc" "$(( t - T0 ))" >>"$PHASES"
+    return "$rc"
+}
+stack_up() {
     local t
     t=$(date +%s)
     bash tests/e2e/stack/install.sh || return
@@ -97,23 +117,42 @@ stack_phase() {
     t=$(date +%s)
     bash .ci/services/libvirtd.sh start || return
     echo "stack: libvirtd answering in $(( $(date +%s) - t )) s"
+    # The real libvirtd's tests while the stack starts (its lvhost is pre-registered: the
+    # guests they define meanwhile do not stop its nova-compute from starting).
+    # shellcheck disable=SC2086
+    bg_phase serial-libvirtd $SERIAL -m "serial and not nova and libvirtd" "$@" &
+    LIBVIRTD_TESTS=$!
     t=$(date +%s)
     bash tests/e2e/stack/stack.sh start || return
     echo "stack: up in $(( $(date +%s) - t )) s"
 }
+# The background chain: its own process group (job control on), so that an early exit can end
+# it whole; stack.sh's services run in sessions of their own and stop with stack.sh stop.
+stack_chain() {
+    local rc=0
+    LIBVIRTD_TESTS=
+    bg_phase stack stack_up "$@" || rc=$?
+    if [ -n "$LIBVIRTD_TESTS" ]; then wait "$LIBVIRTD_TESTS" || true; fi
+    [ "$rc" = 0 ] || return 0
+    # Every integration test must run: a missing service is a failure here, not a skip.
+    # shellcheck disable=SC2086
+    bg_phase serial-stack $SERIAL -m "serial and nova" "$@" || true
+}
 stop_services() {
-    local rc=$? t
+    local rc=$? t pid
     trap - EXIT
-    if [ -n "$STACK_PID" ] && kill -0 "$STACK_PID" 2>/dev/null; then
-        echo "=== stack: still starting, ended" >&2
-        kill -TERM -- "-$STACK_PID" 2>/dev/null || true
-        wait "$STACK_PID" 2>/dev/null || true
-        cat "$STACK_LOG" 2>/dev/null || true
-    fi
+    for pid in "${BACKGROUND[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "=== background phases: still running, ended" >&2
+            kill -TERM -- "-$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            tail -n 50 .stack/test-*.log 2>/dev/null || true
+        fi
+    done
     t=$(date +%s)
     bash tests/e2e/stack/stack.sh stop || true
     bash .ci/services/libvirtd.sh stop || true
-    SUMMARY+=("$(printf '%-13s %5s s' stop "$(( $(date +%s) - t ))")")
+    SUMMARY+=("$(printf '%-16s %5s s' stop "$(( $(date +%s) - t ))")")
     summary
     exit "$rc"
 }
@@ -124,33 +163,42 @@ phase install bash scripts/setup.sh --test --no-stack
 [ ${#FAILED[@]} = 0 ] || { summary; exit 1; }
 
 mkdir -p .stack
+rm -f "$PHASES" .stack/test-*.log
 trap stop_services EXIT
-STACK_T0=$(date +%s)
 set -m
-stack_phase >"$STACK_LOG" 2>&1 </dev/null &
-STACK_PID=$!
+stack_chain "$@" >.stack/test-chain.log 2>&1 </dev/null &
+BACKGROUND+=($!)
 set +m
-printf '=== stack: started in the background (pid %s, output in %s)\n' "$STACK_PID" "$STACK_LOG"
+printf '=== background: stack, then serial-libvirtd and serial-stack (pid %s)\n' "$!"
 
 lint
-# The tests that share nothing, in parallel while the stack starts.
-phase isolated env NOVA_ORPHANS_REQUIRE_SERVICES=1 .venv/bin/pytest -ra -n "$WORKERS" -m "not serial" "$@"
+# After ansible-lint (which may write into the collection's directory these tests build from).
+set -m
+# shellcheck disable=SC2086
+bg_phase serial-sshd $SERIAL -m "serial and not nova and not libvirtd" "$@" </dev/null &
+BACKGROUND+=($!)
+set +m
+printf '=== background: serial-sshd (pid %s)\n' "$!"
+# The tests that share nothing, in parallel while the serial ones wait on the services; at a
+# lower priority, the serial ones are the longer path.
+phase isolated env NOVA_ORPHANS_REQUIRE_SERVICES=1 nice -n 10 .venv/bin/pytest -ra -n "$WORKERS" -m "not serial" "$@"
 
 t=$(date +%s)
-rc=0
-wait "$STACK_PID" || rc=$?
-STACK_PID=
-printf '\n=== stack output (%s)\n' "$STACK_LOG"
-cat "$STACK_LOG"
-record stack "$(( $(date +%s) - STACK_T0 ))" "$rc"
-echo "=== (waited $(( $(date +%s) - t )) s for it after the isolated tests)"
-
-if [ "$rc" = 0 ]; then
-    # Every integration test must run: a missing service is a failure here, not a skip.
-    phase serial env NOVA_ORPHANS_REQUIRE_SERVICES=1 .venv/bin/pytest -ra -m serial "$@"
-else
-    record serial 0 "not run: the stack did not come up"
-fi
+for pid in "${BACKGROUND[@]}"; do wait "$pid" || true; done
+BACKGROUND=()
+echo "=== (waited $(( $(date +%s) - t )) s for the background phases after the isolated tests)"
+# Their outputs and outcomes, in the order they started.
+for name in serial-sshd stack serial-libvirtd serial-stack; do
+    log=.stack/test-$name.log
+    printf '\n=== %s output (%s)\n' "$name" "$log"
+    cat "$log" 2>/dev/null || true
+    # shellcheck disable=SC2034
+    if read -r _ seconds rc at < <(grep "^$name " "$PHASES" 2>/dev/null); then
+        record "$name" "$seconds" "$rc" "+$at"
+    else
+        record "$name" 0 "not run: its services did not come up"
+    fi
+done
 
 if [ ${#FAILED[@]} -gt 0 ]; then
     echo "failed: ${FAILED[*]}" >&2

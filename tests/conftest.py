@@ -48,21 +48,38 @@ SHARED_DIRECTORIES = ("e2e", "ansible")
 TESTS = pathlib.Path(__file__).resolve().parent
 
 
+#: The fixtures that mean a test needs the Nova stack, or the real libvirtd (their marks).
+STACK_FIXTURES = frozenset({"nova_stack"})
+LIBVIRTD_FIXTURES = frozenset({"qemu_system_uri"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``serial`` every test that shares this machine's services (scripts/test.sh runs
-    them in one session after the stack is up, the others under pytest-xdist: ``-m serial``
-    and ``-m "not serial"`` together are every test, each once)."""
+    them after their services are up, the others under pytest-xdist: ``-m serial`` and
+    ``-m "not serial"`` together are every test, each once).
+
+    A serial test is also marked by what it shares: ``nova`` (tests/e2e, the stack) and
+    ``libvirtd`` (the real libvirtd); one with neither shares only the loopback sshd. So
+    ``serial and nova``, ``serial and not nova and libvirtd`` and ``serial and not nova and
+    not libvirtd`` split the serial tests in three, each test in exactly one: scripts/test.sh
+    runs each part as soon as its services are up.
+    """
     for item in items:
         try:
             top = item.path.resolve().relative_to(TESTS).parts[0]
         except ValueError:
             top = ""
+        fixtures = set(getattr(item, "fixturenames", ()))
         if (
             top in SHARED_DIRECTORIES
             or any(item.get_closest_marker(mark) for mark in SHARED_MARKS)
-            or SHARED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or SHARED_FIXTURES.intersection(fixtures)
         ):
             item.add_marker(pytest.mark.serial)
+            if top == "e2e" or STACK_FIXTURES.intersection(fixtures):
+                item.add_marker(pytest.mark.nova)
+            if LIBVIRTD_FIXTURES.intersection(fixtures):
+                item.add_marker(pytest.mark.libvirtd)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
