@@ -150,7 +150,7 @@ def ours(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> i
 def per_domain(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
     """One ``GET /servers/{id}`` per domain; a 404 or another host is a suspect."""
     suspects = 0
-    for domain in observer.list_domains():
+    for domain in observer.look():
         status, body = transport.get(f"/servers/{domain.uuid}")
         if status == 404:
             suspects += 1
@@ -163,7 +163,7 @@ def per_domain(observer: LibvirtObserver, transport: Transport, host: str = HOST
 
 def full_listing(observer: LibvirtObserver, transport: Transport, host: str = HOST) -> int:
     """List every server of the cloud, then compare with the domains."""
-    domains = observer.list_domains()
+    domains = observer.look()
     servers = live_servers(NovaObserver(transport, retry=once))
     return sum(1 for d in domains if d.uuid not in servers or servers[d.uuid].host != host)
 
@@ -250,7 +250,7 @@ def _rows(
 
 def bench_libvirt(sizes: list[int], tmp: pathlib.Path) -> None:
     """libvirt time per domain against the bare calls, via bench_libvirt_observer."""
-    print("\n# libvirt: list_domains() per domain vs the bare libvirt calls (floor), test:///")
+    print("\n# libvirt: look() per domain vs the bare libvirt calls (floor), test:///")
     print(f"{'domains':>8} {'ours µs/dom':>12} {'floor µs/dom':>13} {'ratio':>6}")
     for size in sizes:
         _opened, ours_s, floor_s, _memory = bench_libvirt_observer.bench_size(size, tmp)

@@ -182,7 +182,7 @@ def one_host(cycles: int, seed: int) -> list[Cycle]:
                 task = nova.server(uuid).task_state
                 nova.set_task_state(uuid, None if task else "rebooting")
         asked.clear()
-        tracker.observe(HOST, uuids, ())
+        tracker.look(HOST, uuids, ())
         found.append(Cycle(tracker.last_was_full, list(asked)))
         nova.clock += datetime.timedelta(seconds=600)
     return found[FULL_LOOK_EVERY:]  # NOTE: from the second full look on: the steady state

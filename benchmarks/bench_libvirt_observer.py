@@ -1,7 +1,7 @@
-"""Micro-benchmark: LibvirtObserver.list_domains() against the bare libvirt calls.
+"""Micro-benchmark: LibvirtObserver.look() against the bare libvirt calls.
 
 Builds test:/// worlds of Nova-marked domains and times, in the same run and
-on the same connection, (a) ``list_domains()`` and (b) the floor: one
+on the same connection, (a) ``look()`` and (b) the floor: one
 ``listAllDomains`` plus, per domain, the ``metadata`` and ``XMLDesc`` calls
 with no parsing. Prints per-domain microseconds, the ratio ours/floor, and
 peak RSS after the 1,000 and 10,000 worlds.
@@ -31,7 +31,7 @@ RSS_AFTER = (1_000, 10_000)
 
 
 def floor_calls(conn: libvirt.virConnect) -> int:
-    """The libvirt calls list_domains() cannot avoid, with no parsing at all."""
+    """The libvirt calls look() cannot avoid, with no parsing at all."""
     doms = conn.listAllDomains(0)
     for dom in doms:
         dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.NOVA_NS_1_1)
@@ -50,10 +50,10 @@ def best_of(repeats: int, func: Callable[[], int]) -> tuple[float, int]:
 
 
 def heap_mib(observer: hypervisor.LibvirtObserver) -> tuple[float, float]:
-    """Python heap held by one list_domains() result, and the peak while building it."""
+    """Python heap held by one look() result, and the peak while building it."""
     tracemalloc.start()
     try:
-        result = observer.list_domains()
+        result = observer.look()
         held, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -62,7 +62,7 @@ def heap_mib(observer: hypervisor.LibvirtObserver) -> tuple[float, float]:
 
 
 def bench_size(size: int, directory: pathlib.Path) -> tuple[float, float, float, str]:
-    """Seconds for opening the world, list_domains() and the floor; a memory note."""
+    """Seconds for opening the world, look() and the floor; a memory note."""
     uri = worlds.write_node_file(directory, worlds.nova_domains(size), name=f"node-{size}.xml")
     repeats = 5 if size <= 1_000 else 2
     start = time.perf_counter()
@@ -70,14 +70,14 @@ def bench_size(size: int, directory: pathlib.Path) -> tuple[float, float, float,
     opened = time.perf_counter() - start
     conn = libvirt.openReadOnly(uri)
     try:
-        ours, listed = best_of(repeats, lambda: len(observer.list_domains()))
+        ours, listed = best_of(repeats, lambda: len(observer.look()))
         floor, counted = best_of(repeats, lambda: floor_calls(conn))
         memory = ""
         if size in RSS_AFTER:
             held, peak = heap_mib(observer)
             memory = (
                 f"after {size:,} domains: peak RSS {peak_rss_mib():.1f} MiB (includes two"
-                f" test-driver copies of the world); list_domains() result holds {held:.1f} MiB"
+                f" test-driver copies of the world); look() result holds {held:.1f} MiB"
                 f" of Python heap, {peak:.1f} MiB at peak"
             )
     finally:

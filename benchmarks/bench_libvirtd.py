@@ -6,7 +6,7 @@ times, in the same run and on the same libvirtd:
 
 - the floor: the two bulk calls every cycle makes (``getAllDomainStats`` and the
   transient listing), nothing per domain;
-- a full read (``LibvirtObserver.list_domains()``, what every cycle did before) and the
+- a full read (``LibvirtObserver.look()``, what every cycle did before) and the
   bare calls it cannot avoid (one ``XMLDesc`` and one ``metadata`` per domain);
 - the agent's steady cycle on its kept view (``LibvirtView``: identity and listing, the
   connection open), with nothing changed and with 1 % of the guests re-tagged between
@@ -115,13 +115,13 @@ def todays_cycle() -> int:
     """Every cycle before the kept view: connect, identity, read every domain, close."""
     with hypervisor.LibvirtObserver.open(URI) as observer:
         observer.identity()
-        return len(observer.list_domains())
+        return len(observer.look())
 
 
 def view_cycle(view: LibvirtView) -> int:
     with view.session() as session:
         session.identity()
-        return len(session.list_domains())
+        return len(session.look())
 
 
 def retag(doms: list[libvirt.virDomain], counter: list[int]) -> Callable[[], None]:
@@ -164,7 +164,7 @@ def bench_size(admin: libvirt.virConnect, size: int, running: int) -> list[str]:
         floor = timed(REPEATS, functools.partial(bulk_calls, reader), nothing)
         bare = timed(REPEATS, functools.partial(floor_calls, reader), nothing)
         with hypervisor.LibvirtObserver.open(URI) as observer:
-            full = timed(REPEATS, observer.list_domains, nothing)
+            full = timed(REPEATS, observer.look, nothing)
         today = timed(REPEATS, todays_cycle, nothing)
         first = timed(1, functools.partial(view_cycle, view), nothing)
         steady = timed(REPEATS, functools.partial(view_cycle, view), nothing)
@@ -173,8 +173,8 @@ def bench_size(admin: libvirt.virConnect, size: int, running: int) -> list[str]:
         assert view.last_read is not None and not view.last_read.full
         reread = len(view.last_read.definitions_read)
         with view.session() as session:
-            assert definitions(session.list_domains()) == definitions(
-                hypervisor.LibvirtObserver(reader, URI).list_domains()
+            assert definitions(session.look()) == definitions(
+                hypervisor.LibvirtObserver(reader, URI).look()
             )
     finally:
         view.close()
@@ -187,7 +187,7 @@ def bench_size(admin: libvirt.virConnect, size: int, running: int) -> list[str]:
         "|---|---|---|---|---|",
         row("bulk calls alone (the floor of any cycle)", floor, total, base),
         row("bare per-domain calls (`XMLDesc` + `metadata`)", bare, total, base),
-        row("full read, `list_domains()` (connection open)", full, total, base),
+        row("full read, `look()` (connection open)", full, total, base),
         row("today's cycle: connect, identity, full read, close", today, total, base),
         row("view, first cycle (connect, watch, full read)", first, total, base),
         row("view, steady cycle, nothing changed", steady, total, base),

@@ -560,7 +560,7 @@ class Bench:
         """A bare libvirt scan of the host (connection and every domain): the libvirt floor."""
         start = time.perf_counter()
         with LibvirtObserver.open(self.uri) as observer:
-            scanned = observer.list_domains()
+            scanned = observer.look()
         wall = time.perf_counter() - start
         if len(scanned) != len(self.planted.domains()):
             raise SystemExit(f"the scan read {len(scanned)} domains")
@@ -647,7 +647,7 @@ PROFILE_ROWS = (
     ("keystoneauth requests (all)", "keystoneauth1/session.py", "request"),
     ("  of which waiting on the socket", "~", "<method 'recv_into' of '_socket.socket' objects>"),
     ("  of which JSON decoding", "json/__init__.py", "loads"),
-    ("libvirt scan", "nova_orphans/observe/hypervisor.py", "list_domains"),
+    ("libvirt scan", "nova_orphans/observe/hypervisor.py", "look"),
     ("classification", "nova_orphans/classify/guests.py", "classify"),
     ("report rendering", "nova_orphans/render/host.py", "render_json"),
 )

@@ -48,7 +48,7 @@ QUARANTINE_WAIT = 5.0
 class HostHypervisor(audit.Hypervisor, Protocol):
     """A hypervisor observer that can also re-read one domain."""
 
-    def lookup_domain(self, uuid: str) -> Domain | None:
+    def look_up(self, uuid: str) -> Domain | None:
         """A fresh read of one domain; None when it does not exist."""
 
 
@@ -202,7 +202,7 @@ class Agent:
             now,
             self.deny,
             self.compute_id_dirs,
-            observe_nova=self.nova_views.observe,
+            observe_nova=self.nova_views.look,
             services=self.services,
             pinned_node=self.pinned_node,
             instances_path=self.instances_path,

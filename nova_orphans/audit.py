@@ -38,7 +38,7 @@ from nova_orphans.record.journal import Journal
 
 
 class ObserveNova(Protocol):
-    """``NovaObserver.observe``'s signature: Nova's view of a host and its domains."""
+    """``NovaObserver.look``'s signature: Nova's view of a host and its domains."""
 
     def __call__(
         self, host: str, domain_uuids: Sequence[str], details_for: Sequence[str]
@@ -49,7 +49,7 @@ class ObserveNova(Protocol):
 class Hypervisor(Protocol):
     """What the audit needs from a hypervisor observer."""
 
-    def list_domains(self) -> Sequence[Domain]:
+    def look(self) -> Sequence[Domain]:
         """Every domain on the host, active and inactive."""
 
     def identity(self) -> identity.LibvirtIdentity:
@@ -199,7 +199,7 @@ def audit(
 ) -> HostAudit:
     """Establish identity, observe the host's domains and Nova's view of it, and classify.
 
-    ``observe_nova`` replaces ``nova.observe`` (the agent's incremental view).
+    ``observe_nova`` replaces ``nova.look`` (the agent's incremental view).
     Changes nothing. NOTE: identity comes first: a view of the wrong host is
     never classified (docs/design.md rule 10). libvirt is read before Nova so
     that Nova's answer is never older than the domains it is compared with.
@@ -211,17 +211,17 @@ def audit(
     (``decide/told.carry``: they keep their look's time and get no command).
     """
     verdict = check_identity(hypervisor, nova, host, compute_id_dirs, pinned_node)
-    domains = hypervisor.list_domains()
+    domains = hypervisor.look()
     # NOTE: a deny-listed guest's finding shows Nova's full record even when Nova
     # manages it here, so its details are asked for.
     denied = [d.uuid for d in domains if deny is not None and deny.covers(d)]
-    view = (observe_nova or nova.observe)(host, [d.uuid for d in domains], denied)
+    view = (observe_nova or nova.look)(host, [d.uuid for d in domains], denied)
     findings = classify(domains, view, deny)
     placement = leftovers = None
     if services is not None:
-        facts = services.dangers.facts(findings)
+        facts = services.dangers.look(findings)
         findings = danger.with_dangers(findings, facts, host, view.servers_here.keys())
-        placement = services.placement.answer(node_name(verdict, host))
+        placement = services.placement.look(node_name(verdict, host))
         due = leftovers_due is None or leftovers_due()
         if services.strays is not None and instances_path and due:
             leftovers = look_for_leftovers(
@@ -263,7 +263,7 @@ def look_for_leftovers(
     """
     host = view.host
     provider = placement.provider.uuid if placement.provider else None
-    seen = observer.seen(host, provider)
+    seen = observer.look(host, provider)
     try:
         seen = dataclasses.replace(seen, dirs=instance_dirs(instances_path))
     except ObserveError as exc:
@@ -311,7 +311,7 @@ def _records(
     if named - wanted or len(wanted) >= BULK_LOOKUP_FROM:
         deleted = nova.deleted_on_host(view.host)
         records.update({u: deleted[u] for u in (named | wanted) & deleted.keys()})
-    records.update({u: nova.lookup(u) for u in sorted(wanted - records.keys())})
+    records.update({u: nova.look_up(u) for u in sorted(wanted - records.keys())})
     if None in records.values():
         # NOTE: "no record" holds only when every cell answered (docs/design.md rule 17).
         nova.require_cells_answer()

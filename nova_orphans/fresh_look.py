@@ -14,7 +14,7 @@ from nova_orphans.observe.nova.observer import NovaObserver
 class OneDomain(Protocol):
     """A hypervisor observer that can read one domain afresh."""
 
-    def lookup_domain(self, uuid: str) -> Domain | None:
+    def look_up(self, uuid: str) -> Domain | None:
         """A fresh read of one domain; None when it does not exist."""
 
 
@@ -33,7 +33,7 @@ class FreshLook:
 
     def domain(self, uuid: str) -> Domain | None:
         """The domain as libvirt has it now."""
-        return self._hypervisor.lookup_domain(uuid)
+        return self._hypervisor.look_up(uuid)
 
     def nova(self, uuid: str) -> NovaView:
         """Nova's view of the host as it bears on ``uuid`` now."""
@@ -43,5 +43,5 @@ class FreshLook:
         """What ``finding``'s guest endangers now (none asked without the services)."""
         if self._services is None:
             return ()
-        facts = self._services.dangers.facts([finding])
+        facts = self._services.dangers.look([finding])
         return danger.assess(finding, facts, self._host, ())

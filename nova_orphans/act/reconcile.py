@@ -24,7 +24,7 @@ LOG = logging.getLogger(__name__)
 class DomainLookup(Protocol):
     """What reconciling needs from a hypervisor observer: a fresh read of one domain."""
 
-    def lookup_domain(self, uuid: str) -> Domain | None:
+    def look_up(self, uuid: str) -> Domain | None:
         """A fresh read of one domain; None when it does not exist."""
 
 
@@ -44,7 +44,7 @@ def reconcile(
         return notes
     with open_hypervisor() as hypervisor:
         for intent in open_intents:
-            domain = hypervisor.lookup_domain(intent.uuid)
+            domain = hypervisor.look_up(intent.uuid)
             now = clock()
             detail = _reconciled(journal, effects, intent, domain, now)
             journal.finish(intent.id, "reconciled", detail, now)

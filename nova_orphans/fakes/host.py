@@ -218,13 +218,13 @@ class SimulatedHost:
         """
         return LibvirtIdentity(f"sim://{self.hostname}", self.hostname, self.hypervisor_type)
 
-    def list_domains(self) -> tuple[Domain, ...]:
-        """Every domain, like ``LibvirtObserver.list_domains``."""
+    def look(self) -> tuple[Domain, ...]:
+        """Every domain, like ``LibvirtObserver.look``."""
         self._read("list")
         return tuple(self.domains.values())
 
-    def lookup_domain(self, uuid: str) -> Domain | None:
-        """One domain, like ``LibvirtObserver.lookup_domain``."""
+    def look_up(self, uuid: str) -> Domain | None:
+        """One domain, like ``LibvirtObserver.look_up``."""
         self._read(f"lookup {uuid}")
         return self.domains.get(uuid)
 

@@ -16,7 +16,7 @@ def reference_observe(nova: NovaObserver, host: str, domain_uuids: list[str]) ->
     servers_here = nova.servers_on_host(host)
     candidates = sorted(set(domain_uuids) - servers_here.keys())
     known = nova.deleted_on_host(host) if len(candidates) >= BULK_LOOKUP_FROM else {}
-    lookups = {u: known[u] if u in known else nova.lookup(u) for u in candidates}
+    lookups = {u: known[u] if u in known else nova.look_up(u) for u in candidates}
     migrations = nova.migrations_touching(host)
     nova.require_cells_answer(None if None in lookups.values() else host)
     return NovaView(host, servers_here, lookups, migrations)
@@ -35,7 +35,7 @@ def reference_fleet_views(
     one lookup per UUID it does not explain, every migration, every cell."""
     live = live_servers(nova)
     unexplained = {d.uuid for ds in domains_by_host.values() for d in ds} - live.keys()
-    looked_up = {uuid: nova.lookup(uuid) for uuid in sorted(unexplained)}
+    looked_up = {uuid: nova.look_up(uuid) for uuid in sorted(unexplained)}
     items = nova._paged("/os-migrations", "migrations", {})
     migrations = tuple(parse_migration(item) for item in items)
     nova.require_cells_answer()

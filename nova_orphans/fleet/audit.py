@@ -43,7 +43,7 @@ def fleet_audit(
     deny: Selector | None = None,
     instances_path: str = DEFAULT_INSTANCES_PATH,
 ) -> MergedFleet:
-    """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.host_views``)
+    """Classify the scanned hosts against Nova's view of each (``FleetNovaObserver.look_at_hosts``)
     and merge them (``merge.merge``). Hosts keep the order of ``scans``.
 
     The scans come first, so Nova's answers are never older than the domains
@@ -54,12 +54,12 @@ def fleet_audit(
         host: [d.uuid for d in domains if deny and deny.covers(d)]
         for host, domains in domains_by_host.items()
     }
-    views = nova.host_views(
+    views = nova.look_at_hosts(
         {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()}, denied
     )
 
     def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
-        return nova.lookup(uuid), nova.migrations_of(uuid)
+        return nova.look_up(uuid), nova.migrations_of(uuid)
 
     merged = merge_scans(scans, views, known_hosts, now, ask_nova, deny, instances_path)
     return dataclasses.replace(merged, nova_requests=nova.requests_made)

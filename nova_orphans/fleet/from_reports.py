@@ -29,7 +29,7 @@ def merge_reports(
     hosts, unattributed = merge.standings(reports, bad, nova.compute_hosts(), now, max_age)
 
     def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
-        return nova.lookup(uuid), nova.migrations_of(uuid)
+        return nova.look_up(uuid), nova.migrations_of(uuid)
 
     merged = merge.merge(hosts, unattributed, ask_nova, now, max_age)
     return dataclasses.replace(merged, nova_requests=nova.requests_made)

@@ -67,7 +67,7 @@ class HostScan:
 def libvirt_scan(uri: str) -> tuple[Domain, ...]:
     """Every domain behind ``uri``, read through a read-only connection."""
     with LibvirtObserver.open(uri) as observer:
-        return observer.list_domains()
+        return observer.look()
 
 
 def uri_for(template: str, host: str) -> str:

@@ -121,18 +121,18 @@ class LibvirtObserver:
             raise errors.HypervisorError(uri=self._uri, reason=f"capabilities: {err}") from err
         return LibvirtIdentity(self._uri, hostname, hypervisor_type, host_uuid)
 
-    def list_domains(self) -> tuple[model.Domain, ...]:
+    def look(self) -> tuple[model.Domain, ...]:
         """Every domain, active and inactive, in libvirt's order.
 
         A domain that vanishes while it is being read is left out (it is gone);
         any other libvirt failure raises ``HypervisorError``.
         """
-        return tuple(domain for domain, _ in self.read_domains(dict))
+        return tuple(domain for domain, _ in self.look_reusing(dict))
 
-    def read_domains(
+    def look_reusing(
         self, known: Callable[[], Mapping[str, Definition]]
     ) -> list[tuple[model.Domain, Definition]]:
-        """Every domain with its definition, as ``list_domains`` reads them, except that a
+        """Every domain with its definition, as ``look`` reads them, except that a
         definition in ``known()`` (by UUID, asked once the bulk listing is in) whose marker
         the listing still shows is taken as it is instead of reading the XML again.
 
@@ -159,12 +159,12 @@ class LibvirtObserver:
                 found.append((domain, definition))
         return found
 
-    def lookup_domain(self, uuid: str) -> model.Domain | None:
+    def look_up(self, uuid: str) -> model.Domain | None:
         """A fresh read of one domain by UUID; None when there is no such domain."""
-        looked = self.lookup(uuid)
+        looked = self.look_up_definition(uuid)
         return looked[0] if looked else None
 
-    def lookup(self, uuid: str) -> tuple[model.Domain, Definition] | None:
+    def look_up_definition(self, uuid: str) -> tuple[model.Domain, Definition] | None:
         """A fresh read of one domain by UUID, with its definition; None when there is none."""
         try:
             guest = self._host.get_guest(uuid)

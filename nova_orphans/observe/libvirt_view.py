@@ -1,6 +1,6 @@
 """The agent's view of its host's domains, kept between cycles and brought up to date.
 
-A full read (``LibvirtObserver.list_domains``) costs one ``XMLDesc`` and one or two
+A full read (``LibvirtObserver.look``) costs one ``XMLDesc`` and one or two
 ``metadata`` calls per domain, each a round trip to libvirtd. Between cycles few
 domains change, so the view keeps each domain's definition (what its XML and its
 Nova metadata say) and, each cycle, reads afresh only:
@@ -18,7 +18,7 @@ libvirtd restarted), an event loop that stopped answering, a cycle whose read
 failed, a fresh look (re-verification, docs/design.md rule 5) that disagreed with
 the view, and one cycle in ``libvirt_full_look_every`` in any case; a connection whose driver
 sends no domain events is read in full every cycle. Re-verification before
-a step is always a fresh read of its own (``lookup_domain``), never the view.
+a step is always a fresh read of its own (``look_up``), never the view.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class LibvirtView:
         """What this libvirt says it is (``LibvirtObserver.identity``), asked afresh."""
         return self._connected().identity()
 
-    def list_domains(self) -> tuple[model.Domain, ...]:
+    def look(self) -> tuple[model.Domain, ...]:
         """Every domain, as a full read would list it; see the module's docstring."""
         observer = self._connected()
         taken: list[str | None] = []
@@ -117,7 +117,7 @@ class LibvirtView:
             return {} if why else {u: d for u, d in self._kept.items() if u not in changed}
 
         try:
-            read = observer.read_domains(known)
+            read = observer.look_reusing(known)
         except errors.HypervisorError:
             self._doubt = "the last read failed"
             raise
@@ -131,10 +131,10 @@ class LibvirtView:
             LOG.info("libvirt: read every domain (%s)", why)
         return tuple(domain for domain, _ in read)
 
-    def lookup_domain(self, uuid: str) -> model.Domain | None:
+    def look_up(self, uuid: str) -> model.Domain | None:
         """A fresh read of one domain, never the view (docs/design.md rule 5); when it
         disagrees with the view, the next cycle reads in full."""
-        looked = self._connected().lookup(uuid)
+        looked = self._connected().look_up_definition(uuid)
         kept = self._kept.get(uuid)
         if looked is not None and kept is not None and not looked[1].says_the_same(kept):
             self._doubt = f"a fresh look at {uuid} disagreed with the kept view"

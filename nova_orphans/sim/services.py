@@ -390,7 +390,7 @@ class _Watched(LeftoverObserver):
         super().__init__(*clients)
         self._on_look = looked
 
-    def seen(self, host: str, provider: str | None) -> Any:
-        """``LeftoverObserver.seen``, once the simulation knows a look started."""
+    def look(self, host: str, provider: str | None) -> Any:
+        """``LeftoverObserver.look``, once the simulation knows a look started."""
         self._on_look()
-        return super().seen(host, provider)
+        return super().look(host, provider)

@@ -83,7 +83,7 @@ class _Look:
         self._observer = observer
 
     def domain(self, uuid):
-        return self._observer.lookup_domain(uuid)
+        return self._observer.look_up(uuid)
 
     def nova(self, uuid):
         return NovaView(HOST, {}, {uuid: None})
@@ -133,7 +133,7 @@ class Host:
         try:
             with LibvirtObserver.open(URI) as observer:
                 view = NovaView(HOST, {}, {self.uuid: None})
-                (finding,) = classify([observer.lookup_domain(self.uuid)], view)
+                (finding,) = classify([observer.look_up(self.uuid)], view)
                 assert finding.kind is Kind.UNKNOWN
                 actuator = Actuator(
                     wrap(effects), _Look(observer), journal, lambda: when, dry_run=False,

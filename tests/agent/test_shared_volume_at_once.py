@@ -100,7 +100,7 @@ def test_reverification_asks_cinder_again_and_refuses_when_the_danger_is_not_con
 ):
     world = World(tmp_path, stop_shared_volume_at_once=True)
     guest = world.with_volume("db", Kind.DELETED)
-    real_facts = world.agent.services.dangers.facts
+    real_facts = world.agent.services.dangers.look
     calls = []
 
     def facts_then_change(findings):
@@ -110,7 +110,7 @@ def test_reverification_asks_cinder_again_and_refuses_when_the_danger_is_not_con
             cinder_now(world.cinder)
         return found
 
-    world.agent.services.dangers.facts = facts_then_change  # type: ignore[method-assign]
+    world.agent.services.dangers.look = facts_then_change  # type: ignore[method-assign]
     result = world.cycle()
     assert world.stops() == []
     (outcome,) = result.outcomes

@@ -98,7 +98,7 @@ def test_the_cheap_listing_gives_the_findings_of_the_detail_listing(
         detail = CountingTransport()
         before = classify(domains, reference_observe(observer(detail), HOST, list(uuids)))
         cheap_transport = CountingTransport()
-        view = observer(cheap_transport).observe(HOST, [d.uuid for d in domains])
+        view = observer(cheap_transport).look(HOST, [d.uuid for d in domains])
         cheap = classify(domains, view)
 
         assert ours(cheap, uuids) == ours(before, uuids)

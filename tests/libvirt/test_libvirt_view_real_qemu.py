@@ -95,9 +95,9 @@ class Cycles:
         guests' XML it read. Asserts that it lists our guests as a full read does."""
         self.settle()
         with self.view.session() as session:
-            listed = session.list_domains()
+            listed = session.look()
         with hypervisor.LibvirtObserver.open(self.uri) as observer:
-            full = observer.list_domains()
+            full = observer.look()
         assert ours(listed) == ours(full)
         read = self.view.last_read
         assert read is not None

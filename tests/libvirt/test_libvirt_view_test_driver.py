@@ -51,12 +51,12 @@ def view() -> Iterator[LibvirtView]:
 def full_read() -> tuple:
     """What a full read on a fresh connection lists."""
     with hypervisor.LibvirtObserver.open(URI) as observer:
-        return observer.list_domains()
+        return observer.look()
 
 
 def cycle(view: LibvirtView) -> tuple:
     with view.session() as session:
-        return session.list_domains()
+        return session.look()
 
 
 def read_in_full(view: LibvirtView) -> str:
@@ -222,7 +222,7 @@ def test_a_lost_event_loop_makes_the_next_cycle_a_full_read(
     for _ in range(3):
         history.step()
     with view.session() as session:
-        listed = session.list_domains()
+        listed = session.look()
         read = session.last_read
     assert read is not None and read.full and "event loop" in str(read.why)
     assert listed == full_read()
@@ -241,7 +241,7 @@ def test_a_loop_that_stops_answering_within_a_cycle_makes_its_read_full(
     with view.session() as session:
         # The loop stops answering after the session was opened, before the listing.
         monkeypatch.setattr(virt, "event_loop_answers", lambda generation, timeout=0: False)
-        assert session.list_domains() == full_read()
+        assert session.look() == full_read()
     assert view.last_read is not None and view.last_read.full
     assert view.last_read.why == "libvirt's event loop stopped answering"
 
@@ -270,9 +270,9 @@ def test_a_failed_read_drops_the_connection_and_the_next_cycle_reads_in_full(
     def broken(known: object) -> list:
         raise errors.HypervisorError(uri=URI, reason="boom")
 
-    observer.read_domains = broken  # type: ignore[method-assign]
+    observer.look_reusing = broken  # type: ignore[method-assign]
     with pytest.raises(errors.HypervisorError), view.session() as session:
-        session.list_domains()
+        session.look()
     assert view._observer is None  # dropped: the next cycle connects again
     read_in_full(view)
 
@@ -301,7 +301,7 @@ def test_a_fresh_look_that_disagrees_makes_the_next_cycle_a_full_read(
     stale = cycle(view)
     assert stale != full_read()
     with view.session() as session:
-        fresh = session.lookup_domain(uuid)
+        fresh = session.look_up(uuid)
     assert fresh is not None and fresh in full_read()
     assert "disagreed" in read_in_full(view)
 
@@ -311,8 +311,8 @@ def test_re_verification_is_a_fresh_read_never_the_view(
 ) -> None:
     uuid = a_lost_retag(admin, view, seed=9)
     with view.session() as session:
-        (kept,) = [d for d in session.list_domains() if d.uuid == uuid]
-        fresh = session.lookup_domain(uuid)
+        (kept,) = [d for d in session.look() if d.uuid == uuid]
+        fresh = session.look_up(uuid)
     (truth,) = [d for d in full_read() if d.uuid == uuid]
     assert fresh == truth and kept != truth
 
@@ -334,7 +334,7 @@ def test_the_configured_cadence_reaches_the_agents_view_and_closes_with_it(
         fulls = []
         for _ in range(5):
             with agent.open_hypervisor() as session:
-                session.list_domains()
+                session.look()
             assert view.last_read is not None
             fulls.append(view.last_read.full)
             agent._count_looks()

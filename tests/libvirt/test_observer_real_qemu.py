@@ -94,7 +94,7 @@ def guests(qemu_system_uri: str) -> Iterator[Guests]:
 def seen(qemu_system_uri: str, guests: Guests) -> dict[str, model.Domain]:
     """What the observer lists, by UUID (may include other people's domains)."""
     with hypervisor.LibvirtObserver.open(qemu_system_uri) as observer:
-        return {d.uuid: d for d in observer.list_domains()}
+        return {d.uuid: d for d in observer.look()}
 
 
 def test_running_nova_guest_is_read(guests: Guests, seen: dict[str, model.Domain]) -> None:
@@ -147,19 +147,19 @@ def test_garbage_metadata_is_an_error_string(guests: Guests, seen: dict[str, mod
     assert "expected <instance>" in domain.metadata_error
 
 
-def test_lookup_domain_is_a_fresh_read_of_one_guest(
+def test_look_up_is_a_fresh_read_of_one_guest(
     qemu_system_uri: str, guests: Guests, seen: dict[str, model.Domain]
 ) -> None:
     with hypervisor.LibvirtObserver.open(qemu_system_uri) as observer:
         for guest in (guests.running, guests.shut_off):
-            fresh = observer.lookup_domain(guest.uuid)
+            fresh = observer.look_up(guest.uuid)
             assert fresh is not None
             # NOTE: a running guest's CPU time moves on between two reads.
             assert fresh.usage.cpu_seconds is None or fresh.usage.cpu_seconds >= (
                 seen[guest.uuid].usage.cpu_seconds or 0
             )
             assert _without_cpu_time(fresh) == _without_cpu_time(seen[guest.uuid])
-        assert observer.lookup_domain(worlds.random_uuid()) is None
+        assert observer.look_up(worlds.random_uuid()) is None
 
 
 def _without_cpu_time(domain: model.Domain) -> model.Domain:

@@ -23,7 +23,7 @@ GARBAGE_UUID = "6f1c6c1e-0b4a-4d55-9d1e-2b9a3f7f0004"
 
 def _observe(tmp_path: pathlib.Path, *domains: str) -> dict[str, model.Domain]:
     with hypervisor.LibvirtObserver.open(worlds.write_node_file(tmp_path, domains)) as observer:
-        return {d.uuid: d for d in observer.list_domains()}
+        return {d.uuid: d for d in observer.look()}
 
 
 def test_running_nova_domain_is_read_completely(tmp_path: pathlib.Path) -> None:
@@ -162,7 +162,7 @@ def test_transient_domain_is_not_persistent(tmp_path: pathlib.Path) -> None:
     assert seen[SHUTOFF_UUID].persistent
 
 
-def test_lookup_domain_reads_the_same_as_listing(tmp_path: pathlib.Path) -> None:
+def test_look_up_reads_the_same_as_the_look(tmp_path: pathlib.Path) -> None:
     uri = worlds.write_node_file(
         tmp_path,
         [
@@ -175,9 +175,9 @@ def test_lookup_domain_reads_the_same_as_listing(tmp_path: pathlib.Path) -> None
         ],
     )
     with hypervisor.LibvirtObserver.open(uri) as observer:
-        (listed,) = observer.list_domains()
-        assert observer.lookup_domain(RUNNING_UUID) == listed
-        assert observer.lookup_domain(FOREIGN_UUID) is None
+        (listed,) = observer.look()
+        assert observer.look_up(RUNNING_UUID) == listed
+        assert observer.look_up(FOREIGN_UUID) is None
 
 
 def test_world_without_domains_lists_nothing(tmp_path: pathlib.Path) -> None:
@@ -220,7 +220,7 @@ def test_libvirt_failure_while_listing_raises_hypervisor_error(tmp_path: pathlib
     observer = hypervisor.LibvirtObserver.open(uri)
     observer.close()  # NOTE: the connection is gone underneath the observer.
     with pytest.raises(errors.HypervisorError, match=f"^libvirt {uri}: "):
-        observer.list_domains()
+        observer.look()
 
 
 class _VanishingConnection:
@@ -248,10 +248,10 @@ def test_domain_that_vanishes_while_listing_is_dropped() -> None:
         conn.defineXML(worlds.node_domain(uuid=uuid, name=f"vanish-{uuid}"))
     try:
         observer = hypervisor.LibvirtObserver(_VanishingConnection(conn, victim), "test:///default")
-        uuids = {d.uuid for d in observer.list_domains()}
+        uuids = {d.uuid for d in observer.look()}
         assert kept in uuids
         assert victim not in uuids
-        assert observer.lookup_domain(victim) is None
+        assert observer.look_up(victim) is None
     finally:
         conn.lookupByUUIDString(kept).undefine()
         conn.close()
@@ -278,7 +278,7 @@ def test_domain_paused_for_migration_has_an_active_job(tmp_path: pathlib.Path) -
     uri = worlds.write_node_file(tmp_path, [worlds.node_domain(uuid=RUNNING_UUID, name="m")])
     conn = libvirt.openReadOnly(uri)
     try:
-        (seen,) = hypervisor.LibvirtObserver(_MigratingConnection(conn), uri).list_domains()
+        (seen,) = hypervisor.LibvirtObserver(_MigratingConnection(conn), uri).look()
     finally:
         conn.close()
     assert seen.job_active

@@ -96,7 +96,7 @@ def test_usage_comes_from_the_one_bulk_call(tmp_path: pathlib.Path) -> None:
     conn = libvirt.openReadOnly(uri)
     counting = _Counting(conn, QEMU_STATS)
     try:
-        domains = {d.uuid: d for d in hypervisor.LibvirtObserver(counting, uri).list_domains()}
+        domains = {d.uuid: d for d in hypervisor.LibvirtObserver(counting, uri).look()}
     finally:
         conn.close()
     assert counting.calls == {"getAllDomainStats": 1, "listAllDomains": 1}
@@ -116,7 +116,7 @@ def test_a_driver_without_these_stats_falls_back_to_the_xml(tmp_path: pathlib.Pa
     # read, the disk allocation stays unknown (None), never 0.
     uri = _world(tmp_path)
     with hypervisor.LibvirtObserver.open(uri) as observer:
-        domains = {d.uuid: d for d in observer.list_domains()}
+        domains = {d.uuid: d for d in observer.look()}
     assert domains[RUNNING].usage == model.Usage(
         vcpus=1, memory_bytes=32 * 1024**2, disk_bytes=None, cpu_seconds=None
     )

@@ -143,7 +143,7 @@ class NovaEndpoints:
         self._filters_proven = True
         return servers
 
-    def lookup(self, uuid: str) -> Server | None:
+    def look_up(self, uuid: str) -> Server | None:
         """Nova's record of ``uuid`` (live anywhere, or deleted), or None if it has none.
 
         A None answer holds only with every cell answering: see ``require_cells_answer``.

@@ -1,7 +1,7 @@
 """Read-only view of Nova's API for a whole fleet of compute hosts.
 
 Each host is asked about exactly as a single host's audit asks (``NovaObserver.
-explain_host``: the host's plain listing, details only where they can change a
+look_at_listing``: the host's plain listing, details only where they can change a
 finding), at most ``concurrency`` requests at a time over the same session. A
 host's plain listing may start as soon as its libvirt scan ends
 (``list_host_soon``: the scans and the listings overlap); then:
@@ -76,7 +76,7 @@ class FleetNovaObserver(NovaObserver):
         services = self.compute_services()
         return tuple(sorted({str(s["host"]) for s in services if s.get("host")}))
 
-    def host_views(
+    def look_at_hosts(
         self,
         domains_by_host: Mapping[str, Collection[str]],
         details_for: Mapping[str, Iterable[str]],
@@ -90,7 +90,7 @@ class FleetNovaObserver(NovaObserver):
 
         def one(host: str) -> NovaView:
             domains = frozenset(domains_by_host[host])
-            servers, lookups = self.explain_listing(
+            servers, lookups = self.look_at_listing(
                 host, domains, self._listing_of(host), details_for.get(host, ())
             )
             migrations = self.migrations_needed(host, servers, lookups, domains)
@@ -107,7 +107,7 @@ class FleetNovaObserver(NovaObserver):
         return {view.host: view for view in views}
 
     def list_host_soon(self, host: str) -> None:
-        """Start ``host``'s plain listing in the background, for ``host_views`` to use.
+        """Start ``host``'s plain listing in the background, for ``look_at_hosts`` to use.
 
         NOTE: called when the host's scan has ended, so the listing is never
         older than the domains it is compared with.
@@ -147,8 +147,8 @@ class FleetNovaObserver(NovaObserver):
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def lookup(self, uuid: str) -> Server | None:
-        """``NovaObserver.lookup``, asked once per UUID however many hosts need it."""
+    def look_up(self, uuid: str) -> Server | None:
+        """``NovaObserver.look_up``, asked once per UUID however many hosts need it."""
         with self._lock:
             pending = self._lookups.get(uuid)
             mine = pending is None
@@ -156,7 +156,7 @@ class FleetNovaObserver(NovaObserver):
                 pending = self._lookups[uuid] = concurrent.futures.Future()
         if mine:
             try:
-                pending.set_result(super().lookup(uuid))
+                pending.set_result(super().look_up(uuid))
             except BaseException as exc:
                 pending.set_exception(exc)
         return pending.result()

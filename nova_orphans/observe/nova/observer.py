@@ -45,7 +45,7 @@ class NovaObserver(NovaEndpoints):
         super().__init__(transport, page_size, retry)
         self._lookups_at_once = max(1, lookups_at_once)
 
-    def observe(
+    def look(
         self,
         host: str,
         domain_uuids: Iterable[str],
@@ -62,42 +62,34 @@ class NovaObserver(NovaEndpoints):
         domains = set(domain_uuids)
         self._filters_proven = False
         listing = self.summaries_on_host(host)
-        servers_here, lookups = self.explain_listing(host, domains, listing, details_for)
+        servers_here, lookups = self.look_at_listing(host, domains, listing, details_for)
         self.prove_admin_filters()
         answered = cells_from_listing and bool(listing)
         return self.finish(host, servers_here, lookups, domains, host_cell_answered=answered)
 
-    def explain_host(
-        self, host: str, domains: set[str] | frozenset[str], details_for: Iterable[str] = ()
-    ) -> tuple[dict[str, Server], dict[str, Server | None]]:
-        """The servers Nova manages on ``host`` and the records of the domains it does not.
-
-        The plain listing of the host, then details only where they can change a
-        finding: each domain not in it, each server in it without a domain here,
-        and each of ``details_for`` (see the module docstring).
-        """
-        return self.explain_listing(host, domains, self.summaries_on_host(host), details_for)
-
-    def explain_listing(
+    def look_at_listing(
         self,
         host: str,
         domains: set[str] | frozenset[str],
         servers_here: dict[str, Server],
         details_for: Iterable[str] = (),
     ) -> tuple[dict[str, Server], dict[str, Server | None]]:
-        """``explain_host`` for the host's plain listing ``servers_here``, already asked."""
+        """The servers Nova manages on ``host`` and the records of the domains it does not,
+        from the host's plain listing ``servers_here``, already asked: details only where
+        they can change a finding (each domain not in it, each server in it without a
+        domain here, and each of ``details_for``)."""
         wanted = (servers_here.keys() - domains) | (set(details_for) & servers_here.keys())
         if len(wanted) >= max(BULK_LOOKUP_FROM, len(servers_here) // DETAIL_LISTING_SHARE):
             # NOTE: many servers without a domain here (a libvirt that lost its
             # guests, or the wrong libvirt): one detail listing, as before.
             servers_here = self.servers_on_host(host)
             wanted = set()
-        lookups = self.explain_domains(
+        lookups = self.look_up_domains(
             host, wanted | (domains - servers_here.keys()), servers_here, domains
         )
         return servers_here, lookups
 
-    def explain_domains(
+    def look_up_domains(
         self,
         host: str,
         uuids: Iterable[str],
@@ -114,9 +106,10 @@ class NovaObserver(NovaEndpoints):
         unexplained = candidates & (domains - servers_here.keys())
         known = self.deleted_on_host(host) if len(unexplained) >= BULK_LOOKUP_FROM else {}
         lookups = {u: known[u] for u in unexplained if u in known}
-        return {**lookups, **self.explain(host, candidates - lookups.keys(), servers_here, domains)}
+        rest = candidates - lookups.keys()
+        return {**lookups, **self.look_up_each(host, rest, servers_here, domains)}
 
-    def explain(
+    def look_up_each(
         self,
         host: str,
         uuids: Iterable[str],
@@ -192,8 +185,8 @@ class NovaObserver(NovaEndpoints):
         return self._ask_each(self.show, uuids)
 
     def _look_up_all(self, uuids: list[str]) -> list[Server | None]:
-        """``lookup`` of each of ``uuids``, in order, ``lookups_at_once`` in flight."""
-        return self._ask_each(self.lookup, uuids)
+        """``look_up`` of each of ``uuids``, in order, ``lookups_at_once`` in flight."""
+        return self._ask_each(self.look_up, uuids)
 
     def _ask_each(
         self, ask: Callable[[str], Server | None], uuids: list[str]
@@ -230,7 +223,7 @@ class NovaObserver(NovaEndpoints):
         ``/migrations`` as well as from ``/os-migrations``. A server in a cell
         Nova cannot reach comes back partial from ``GET /servers/{id}``: error.
         """
-        record = self.lookup(uuid)
+        record = self.look_up(uuid)
         shown = self.show(uuid)
         _require_agreement(uuid, record, shown)
         items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})

@@ -1,6 +1,6 @@
 """The agent's view of Nova, kept from cycle to cycle and brought up to date from changes.
 
-A full look (``NovaObserver.observe``) costs Nova in proportion to the host's servers and
+A full look (``NovaObserver.look``) costs Nova in proportion to the host's servers and
 its orphans. The agent keeps its last view and, in the cycles between full looks, asks only
 about this host: its plain listing (a server of the last view missing from it left), the
 changes of its servers since the last look (``changes-since`` returns changed and deleted
@@ -63,7 +63,7 @@ SAFETY_MARGIN = datetime.timedelta(minutes=5)
 
 
 class NovaTracker:
-    """``observe`` as ``NovaObserver.observe``, from the changes since the last view."""
+    """``look`` as ``NovaObserver.look``, from the changes since the last view."""
 
     def __init__(self, nova: NovaObserver, full_every: int = FULL_LOOK_EVERY) -> None:
         self._nova = nova
@@ -87,7 +87,7 @@ class NovaTracker:
         """Make the next observation a full look."""
         self._baseline, self._doubt = None, why
 
-    def observe(
+    def look(
         self, host: str, domain_uuids: Sequence[str], details_for: Sequence[str] = ()
     ) -> NovaView:
         """Nova's view of ``host``: from the changes when the last view can be trusted."""
@@ -110,7 +110,7 @@ class NovaTracker:
         if view is None:
             LOG.info("a full look at Nova: %s", why)
             self._nova.restart_clock()
-            view = self._nova.observe(host, domain_uuids, details_for, cells_from_listing=True)
+            view = self._nova.look(host, domain_uuids, details_for, cells_from_listing=True)
             if clock_due and self._nova.newest_report_at is None:
                 self._nova.require_cells_answer(host)
         full = why is not None
@@ -142,7 +142,7 @@ class NovaTracker:
 
     def _finish(self, host: str, update: Update, domains: frozenset[str], listed: bool) -> NovaView:
         servers_here = dict(update.servers_here)
-        looked_up = self._nova.explain_domains(host, update.to_look_up, servers_here, domains)
+        looked_up = self._nova.look_up_domains(host, update.to_look_up, servers_here, domains)
         lookups = {**update.kept, **update.from_changes, **looked_up}
         # NOTE: Nova skips a cell it cannot reach in any filtered listing (docs/design.md
         # rule 17). The host's servers all live in its cell: a listing that names any came

@@ -24,7 +24,7 @@ class DangerObserver:
         self._volumes = volumes
         self._ports = ports
 
-    def facts(self, findings: Iterable[Finding]) -> danger.Facts:
+    def look(self, findings: Iterable[Finding]) -> danger.Facts:
         """Everything Cinder and Neutron say about the checked findings' volumes and MACs."""
         checked = [f.domain for f in findings if danger.checked(f) and f.domain is not None]
         volume_ids = sorted({v for d in checked for v in danger.volume_ids(d)})

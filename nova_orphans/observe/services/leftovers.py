@@ -72,7 +72,7 @@ class LeftoverObserver:
         self._volumes = volumes
         self._placement = placement
 
-    def seen(self, host: str, provider: str | None) -> leftover.Seen:
+    def look(self, host: str, provider: str | None) -> leftover.Seen:
         """Ports bound to ``host``, the cloud's attachments, ``provider``'s allocations."""
         not_read: dict[LeftoverKind, str] = {}
         ports = attachments = allocations = None

@@ -20,7 +20,7 @@ class PlacementObserver:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def answer(self, node_name: str | None) -> PlacementAnswer:
+    def look(self, node_name: str | None) -> PlacementAnswer:
         """Placement's view of the provider named ``node_name``, or why there is none."""
         if not node_name:
             return PlacementAnswer(error="Nova names no single compute node for this host")

@@ -306,7 +306,7 @@ def test_no_more_requests_are_in_flight_than_the_nova_concurrency() -> None:
                     running[0] -= 1
 
     nova = FleetNovaObserver(Slow(), retry=lambda call: call(), concurrency=3)
-    views = nova.host_views({h: [d.uuid for d in ds] for h, ds in fleet.items()}, {})
+    views = nova.look_at_hosts({h: [d.uuid for d in ds] for h, ds in fleet.items()}, {})
     assert len(views) == len(fleet) and most[0] == 3
 
 

@@ -201,7 +201,7 @@ def findings_both_ways(sim: SimulatedNova, domains: list[Domain], page_size: int
     uuids = [d.uuid for d in domains]
     before = classify(domains, reference_observe(observer, HOST, uuids), deny)
     denied = [d.uuid for d in domains if deny.covers(d)]
-    cheap = classify(domains, observer.observe(HOST, uuids, denied), deny)
+    cheap = classify(domains, observer.look(HOST, uuids, denied), deny)
     return before, cheap
 
 
@@ -240,9 +240,9 @@ def test_lookups_kept_in_flight_give_the_view_of_lookups_one_by_one(seed: int) -
     rng = random.Random(seed)
     sim, domains = world([rng.choice(CASES) for _ in range(rng.randint(5, 40))])
     uuids = [d.uuid for d in domains]
-    one_by_one = NovaObserver(sim, retry=lambda call: call()).observe(HOST, uuids)
+    one_by_one = NovaObserver(sim, retry=lambda call: call()).look(HOST, uuids)
     sim.log.clear()
-    at_once = NovaObserver(sim, retry=lambda call: call(), lookups_at_once=4).observe(HOST, uuids)
+    at_once = NovaObserver(sim, retry=lambda call: call(), lookups_at_once=4).look(HOST, uuids)
     assert at_once == one_by_one
     lookups = [a for a in sim.log if a.startswith("/servers/detail?") and "uuid=" in a]
     assert len(lookups) == len(set(lookups))  # each asked once
@@ -254,7 +254,7 @@ def test_one_failed_lookup_among_many_in_flight_fails_the_whole_look() -> None:
     sim.inject(Fault.SERVER_ERROR, path="/servers/detail")
     observer = NovaObserver(sim, retry=lambda call: call(), lookups_at_once=4)
     with pytest.raises(NovaError):
-        observer.observe(HOST, [d.uuid for d in domains])
+        observer.look(HOST, [d.uuid for d in domains])
 
 
 # --- what it costs --------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_one_failed_lookup_among_many_in_flight_fails_the_whole_look() -> None:
 def counted(sim: SimulatedNova, domains: list[Domain]) -> tuple[NovaView, list[str]]:
     sim.log.clear()
     observer = NovaObserver(sim, retry=lambda call: call())
-    view = observer.observe(HOST, [d.uuid for d in domains])
+    view = observer.look(HOST, [d.uuid for d in domains])
     return view, list(sim.log)
 
 

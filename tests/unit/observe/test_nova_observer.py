@@ -101,7 +101,7 @@ def test_requests_are_constant_plus_one_per_unexplained_domain():
     servers = [srv() for _ in range(250)]
     nova = ScriptedNova(servers + [srv(status="DELETED", host=HOST)])
     orphan = nova.servers[-1]["id"]
-    view = observer(nova, page_size=100).observe(HOST, [s["id"] for s in servers] + [orphan])
+    view = observer(nova, page_size=100).look(HOST, [s["id"] for s in servers] + [orphan])
     assert len(view.servers_here) == 250
     assert view.lookups[orphan] is not None and view.lookups[orphan].deleted
     # 3 pages of servers + 1 lookup + the host's cell answers + 1 migration page
@@ -110,7 +110,7 @@ def test_requests_are_constant_plus_one_per_unexplained_domain():
 
 def test_paging_returns_every_server_exactly_once():
     servers = [srv() for _ in range(1000)]
-    view = observer(ScriptedNova(servers), page_size=100).observe(HOST, [])
+    view = observer(ScriptedNova(servers), page_size=100).look(HOST, [])
     assert set(view.servers_here) == {s["id"] for s in servers}
 
 
@@ -127,7 +127,7 @@ def test_a_page_longer_than_asked_is_an_error():
     nova = ScriptedNova()
     nova.override = lambda path: (200, {"servers": [srv() for _ in range(11)]})
     with pytest.raises(NovaBadAnswer, match="longer"):
-        observer(nova, page_size=10).observe(HOST, [])
+        observer(nova, page_size=10).look(HOST, [])
 
 
 @pytest.mark.parametrize("status", [401, 403])
@@ -138,7 +138,7 @@ def test_refused_credentials_raise(status):
         {"error": {"message": "The request you have made requires authentication."}},
     )
     with pytest.raises(NovaAuthFailed, match="requires authentication"):
-        observer(nova).observe(HOST, [])
+        observer(nova).look(HOST, [])
 
 
 def test_server_errors_are_retried_then_raised():
@@ -146,7 +146,7 @@ def test_server_errors_are_retried_then_raised():
     nova.override = lambda path: (503, None)
     obs = NovaObserver(nova, retry=default_retry(attempts=3, wait_seconds=0))
     with pytest.raises(NovaError, match="503"):
-        obs.observe(HOST, [])
+        obs.look(HOST, [])
     assert len(nova.requests) == 3
 
 
@@ -155,7 +155,7 @@ def test_a_transient_error_then_success_is_fine():
     answers = iter([(500, None)])
     real = nova.get
     nova.get = lambda path: next(answers, None) or real(path)  # type: ignore[method-assign]
-    view = NovaObserver(nova, retry=default_retry(attempts=3, wait_seconds=0)).observe(HOST, [])
+    view = NovaObserver(nova, retry=default_retry(attempts=3, wait_seconds=0)).look(HOST, [])
     assert len(view.servers_here) == 1
 
 
@@ -167,7 +167,7 @@ def test_unreachable_nova_raises():
 
     nova.override = down
     with pytest.raises(NovaUnreachable):
-        observer(nova).observe(HOST, [])
+        observer(nova).look(HOST, [])
 
 
 @pytest.mark.parametrize(
@@ -198,23 +198,23 @@ def test_garbage_answers_raise(body, match):
     with pytest.raises(NovaBadAnswer, match=match):
         observer(nova).servers_on_host(HOST) if "DELETED" not in str(body) else observer(
             nova
-        ).lookup(body["servers"][0]["id"])
+        ).look_up(body["servers"][0]["id"])
 
 
 def test_a_lookup_that_ignores_the_uuid_filter_raises():
     nova = ScriptedNova([srv(host="cmp-2"), srv(host="cmp-3")])
     nova.override = lambda path: (200, {"servers": nova.servers})
     with pytest.raises(NovaBadAnswer, match="ignored the uuid filter"):
-        observer(nova).lookup(nova.servers[0]["id"])
+        observer(nova).look_up(nova.servers[0]["id"])
 
 
 def test_lookup_distinguishes_live_deleted_and_never_heard_of():
     live, gone = srv(host="cmp-2"), srv(status="DELETED")
     obs = observer(ScriptedNova([live, gone]))
-    assert obs.lookup(live["id"]).host == "cmp-2"
-    record = obs.lookup(gone["id"])
+    assert obs.look_up(live["id"]).host == "cmp-2"
+    record = obs.look_up(gone["id"])
     assert record.deleted and record.deleted_at.isoformat() == "2026-11-01T11:59:00+00:00"
-    assert obs.lookup(str(uuidlib.uuid4())) is None
+    assert obs.look_up(str(uuidlib.uuid4())) is None
 
 
 def deleted_listing_aware(nova: ScriptedNova) -> ScriptedNova:
@@ -242,7 +242,7 @@ def test_many_deleted_guests_are_explained_by_one_listing_not_one_lookup_each():
     gone = [srv(status="DELETED") for _ in range(20)]
     archived = [str(uuidlib.uuid4()) for _ in range(3)]
     nova = deleted_listing_aware(ScriptedNova(live + gone))
-    view = observer(nova).observe(HOST, [s["id"] for s in live + gone] + archived)
+    view = observer(nova).look(HOST, [s["id"] for s in live + gone] + archived)
     assert all(view.lookups[s["id"]].deleted for s in gone)
     assert all(view.lookups[u] is None for u in archived)
     # host listing + deleted listing + one lookup per archived UUID + migrations, and
@@ -263,7 +263,7 @@ def test_a_deleted_listing_holding_a_live_server_is_an_error():
 
     nova.get = lying  # type: ignore[method-assign]
     with pytest.raises(NovaBadAnswer, match="live or not on"):
-        observer(nova).observe(HOST, [s["id"] for s in nova.servers])
+        observer(nova).look(HOST, [s["id"] for s in nova.servers])
 
 
 # --- re-verification: two endpoints must agree ---------------------------------------------
@@ -317,7 +317,7 @@ def test_a_deleted_server_is_deleted_through_both_endpoints():
 def test_a_max_limit_below_the_page_size_still_lists_every_server_by_following_links():
     servers = [srv() for _ in range(5)]
     nova = ScriptedNova(servers, max_limit=2)  # Nova's [api] max_limit = 2 clamps limit=1000
-    view = observer(nova).observe(HOST, [])
+    view = observer(nova).look(HOST, [])
     assert set(view.servers_here) == {s["id"] for s in servers}
     listing = [r for r in nova.requests if r.startswith("/servers/detail")]
     assert len(listing) == 3  # 2 + 2 + 1, the last page without a next link
@@ -455,7 +455,7 @@ def test_a_next_link_that_changes_the_query_is_an_error(query):
     nova = ScriptedNova()
     nova.override = lambda path: (200, linked([a], a["id"], query))
     with pytest.raises(NovaBadAnswer, match="does not continue the listing"):
-        observer(nova, page_size=2).observe(HOST, [])
+        observer(nova, page_size=2).look(HOST, [])
 
 
 # --- a cell Nova cannot reach (docs/design.md rule 17) ----------------------------------------
@@ -510,13 +510,13 @@ def test_no_record_for_a_domain_while_a_cell_is_down_is_a_cell_error():
     uuid = str(uuidlib.uuid4())
     nova = with_down_cell(ScriptedNova())
     with pytest.raises(NovaCellDown, match="'cmp-2' came back partial"):
-        observer(nova).observe(HOST, [uuid])
+        observer(nova).look(HOST, [uuid])
 
 
 def test_every_domain_explained_needs_only_the_hosts_cell():
     servers = [srv() for _ in range(3)]
     nova = with_down_cell(ScriptedNova(servers))
-    view = observer(nova).observe(HOST, [s["id"] for s in servers])
+    view = observer(nova).look(HOST, [s["id"] for s in servers])
     assert len(view.servers_here) == 3
     assert [r for r in nova.requests if r.startswith("/os-services")] == [
         f"/os-services?binary=nova-compute&host={HOST}"
@@ -528,7 +528,7 @@ def test_the_hosts_own_cell_down_is_an_error_even_without_domains():
     sim.boot(HOST, "vm")  # a lost server: its domain is not here
     sim.down_cells.add("cell1")
     with pytest.raises(NovaCellDown, match=f"'{HOST}' came back partial"):
-        obs.observe(HOST, [])
+        obs.look(HOST, [])
 
 
 def test_a_deleted_record_hidden_by_a_down_cell_is_not_taken_for_no_record():
@@ -538,11 +538,11 @@ def test_a_deleted_record_hidden_by_a_down_cell_is_not_taken_for_no_record():
     sim.local_delete(uuid)
     sim.down_cells.add("cell2")
     with pytest.raises(NovaCellDown):
-        obs.observe(HOST, [uuid])
+        obs.look(HOST, [uuid])
     with pytest.raises(NovaCellDown):
         obs.fresh_view(HOST, uuid)
     sim.down_cells.clear()
-    assert obs.observe(HOST, [uuid]).lookups[uuid].deleted
+    assert obs.look(HOST, [uuid]).lookups[uuid].deleted
 
 
 def test_re_verification_of_a_server_in_a_down_cell_is_a_cell_error():
@@ -581,7 +581,7 @@ def test_a_403_names_the_request_and_nova_s_policy_rule():
         else plain.get(path)
     )
     with pytest.raises(NovaAuthFailed) as caught:
-        observer(nova).observe(HOST, [])
+        observer(nova).look(HOST, [])
     message = str(caught.value)
     assert "HTTP 403" in message and "/os-services?binary=nova-compute" in message
     assert "os_compute_api:os-services:list" in message
@@ -606,7 +606,7 @@ def test_a_uuid_filter_nova_dropped_names_the_filters_rule():
     nova = ScriptedNova([srv(host="cmp-2"), srv(host="cmp-3")])
     nova.override = lambda path: (200, {"servers": nova.servers})
     with pytest.raises(NovaBadAnswer, match="os_compute_api:servers:allow_all_filters"):
-        observer(nova).lookup(nova.servers[0]["id"])
+        observer(nova).look_up(nova.servers[0]["id"])
 
 
 def test_a_hidden_host_attribute_names_the_extended_attributes_rule():

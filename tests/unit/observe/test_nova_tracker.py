@@ -56,14 +56,14 @@ class Host:
     def tracked(self):
         domains = list(self.domains.values())
         denied = [d.uuid for d in domains if DENY.covers(d)]
-        view = self.tracker.observe(HOST, [d.uuid for d in domains], denied)
+        view = self.tracker.look(HOST, [d.uuid for d in domains], denied)
         return classify(domains, view, DENY)
 
     def full(self):
         domains = list(self.domains.values())
         observer = NovaObserver(self.nova, retry=lambda c: c())
         denied = [d.uuid for d in domains if DENY.covers(d)]
-        return classify(domains, observer.observe(HOST, [d.uuid for d in domains], denied), DENY)
+        return classify(domains, observer.look(HOST, [d.uuid for d in domains], denied), DENY)
 
     def both(self):
         """(incremental findings, full-look findings) of the world as it is now."""

@@ -463,7 +463,7 @@ def test_nova_adapter_runs_unchanged_on_the_simulation(
     sim: SimulatedNova, cloud: dict[str, str]
 ) -> None:
     observer = NovaObserver(sim, page_size=1, retry=lambda call: call())
-    view = observer.observe("host1", [cloud[n] for n in ("live", "deleted", "archived", "soft")])
+    view = observer.look("host1", [cloud[n] for n in ("live", "deleted", "archived", "soft")])
     assert set(view.servers_here) == {cloud["live"], cloud["other-project"]}
     assert view.lookups[cloud["archived"]] is None
     deleted = view.lookups[cloud["deleted"]]
@@ -477,7 +477,7 @@ def test_nova_adapter_fails_closed_on_an_injected_fault(
 ) -> None:
     sim.inject(Fault.SERVER_ERROR)
     with pytest.raises(NovaError):
-        NovaObserver(sim, retry=lambda call: call()).observe("host1", [])
+        NovaObserver(sim, retry=lambda call: call()).look("host1", [])
 
 
 # -- the demo world --------------------------------------------------------------
@@ -501,7 +501,7 @@ def test_demo_world_holds_one_guest_of_each_kind_as_nova_sees_it(tmp_path: pathl
     demo = demo_cloud.build(tmp_path)
     by_kind = {kind.value: uuid for uuid, kind in demo.expected.items()}
     assert sorted(by_kind) == ["deleted", "foreign", "lost", "misplaced", "protected", "unknown"]
-    view = NovaObserver(demo.nova, retry=lambda call: call()).observe(
+    view = NovaObserver(demo.nova, retry=lambda call: call()).look(
         demo.host, [g.uuid for g in demo.guests if g.domain_state]
     )
     assert by_kind["lost"] in view.servers_here

@@ -157,7 +157,7 @@ def test_a_previous_link_alone_ends_the_listing():
 def test_the_seen_ports_are_not_checked_when_a_page_fails():
     pages = iter([(200, linked([port(1)], port_id(1))), (500, {"NeutronError": {"message": "x"}})])
     neutron = Scripted("Neutron", lambda path: next(pages))
-    seen = observer(neutron).seen(HOST, None)
+    seen = observer(neutron).look(HOST, None)
     assert seen.ports is None
     assert "HTTP 500" in seen.not_read[LeftoverKind.PORT]
 
