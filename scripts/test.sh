@@ -10,16 +10,17 @@
 #   install      scripts/setup.sh --test --no-stack: system packages and .venv
 #   in the background from then on, each phase as soon as what it needs is up (its output is
 #   printed when the isolated tests are done and it ended):
-#     stack          the stack's venvs (tests/e2e/stack/install.sh), libvirtd
-#                    (.ci/services/libvirtd.sh start), the stack (stack.sh start, which returns
+#     stack          libvirtd (.ci/services/libvirtd.sh start), the stack's venvs
+#                    (tests/e2e/stack/install.sh), the stack (stack.sh start, which returns
 #                    once every service answers)
-#     serial-libvirtd  once libvirtd answers, while the stack starts: pytest -m "serial and
-#                    not nova and libvirtd", the tests of the real libvirtd and QEMU
+#     serial-libvirtd  once libvirtd answers, while the stack installs and starts: pytest -m
+#                    "serial and not nova and libvirtd", the tests of the real libvirtd and QEMU
 #     serial-stack   once the stack is up and serial-libvirtd ended (its guests would be
 #                    found on lvhost's libvirt): pytest -m "serial and nova", tests/e2e
 #   ruff, format, mypy, contracts, ansible-lint, docs
-#   serial-sshd  in the background too: pytest -m "serial and not nova and not libvirtd",
-#                the tests that share only the loopback sshd (tests/ansible)
+#   serial-sshd  in the background too, niced as the isolated tests: pytest -m "serial and
+#                not nova and not libvirtd", the tests that share only the loopback sshd
+#                (tests/ansible)
 #   isolated     pytest -m "not serial" under pytest-xdist, at a lower CPU priority (nice):
 #                the tests that share nothing; the serial ones wait on real services, the
 #                critical path
@@ -112,16 +113,17 @@ bg_phase() {
 stack_up() {
     local t
     t=$(date +%s)
-    bash tests/e2e/stack/install.sh || return
-    echo "stack: venvs installed in $(( $(date +%s) - t )) s"
-    t=$(date +%s)
     bash .ci/services/libvirtd.sh start || return
     echo "stack: libvirtd answering in $(( $(date +%s) - t )) s"
-    # The real libvirtd's tests while the stack starts (its lvhost is pre-registered: the
-    # guests they define meanwhile do not stop its nova-compute from starting).
+    # The real libvirtd's tests while the stack's venvs install and the stack starts (its
+    # lvhost is pre-registered: the guests they define meanwhile do not stop its nova-compute
+    # from starting).
     # shellcheck disable=SC2086
     bg_phase serial-libvirtd $SERIAL -m "serial and not nova and libvirtd" "$@" &
     LIBVIRTD_TESTS=$!
+    t=$(date +%s)
+    bash tests/e2e/stack/install.sh || return
+    echo "stack: venvs installed in $(( $(date +%s) - t )) s"
     t=$(date +%s)
     bash tests/e2e/stack/stack.sh start || return
     echo "stack: up in $(( $(date +%s) - t )) s"
@@ -175,7 +177,7 @@ lint
 # After ansible-lint (which may write into the collection's directory these tests build from).
 set -m
 # shellcheck disable=SC2086
-bg_phase serial-sshd $SERIAL -m "serial and not nova and not libvirtd" "$@" </dev/null &
+bg_phase serial-sshd nice -n 10 $SERIAL -m "serial and not nova and not libvirtd" "$@" </dev/null &
 BACKGROUND+=($!)
 set +m
 printf '=== background: serial-sshd (pid %s)\n' "$!"
