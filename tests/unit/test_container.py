@@ -244,16 +244,17 @@ def test_kolla_start_copies_config_json_files_then_runs_its_command(image, tmp_p
     config["config_files"][0].update(source=str(source), dest=str(dest))
     config["config_files"][1].update(source=str(tmp_path / "absent.conf"))
     config["permissions"][0]["path"] = str(tmp_path / "state")
+    (tmp_path / "state" / "journal").mkdir(parents=True)
     # NOTE: the image's user does not exist here; the owner fields name this test's user.
-    me = pwd.getpwuid(os.getuid()).pw_name
+    me = f"{pwd.getpwuid(os.getuid()).pw_name}:{grp.getgrgid(os.getgid()).gr_name}"
     config["config_files"][0]["owner"] = me
-    config["permissions"][0]["owner"] = f"{me}:{grp.getgrgid(os.getgid()).gr_name}"
+    config["permissions"][0]["owner"] = me
     config["command"] = "nova-orphans sample-config"
     done = venv_run(image, str(KOLLA / "kolla_start"), env=kolla_env(tmp_path, config))
     assert done.returncode == 0, done.stderr
     assert dest.read_text() == source.read_text()
     assert dest.stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "state").is_dir()
+    assert (tmp_path / "state" / "journal").stat().st_uid == os.getuid()
     assert done.stdout.startswith("[DEFAULT]")  # the command ran: the sample configuration
 
 
@@ -269,7 +270,19 @@ def test_kolla_start_shipped_config_runs_the_agent_on_the_copied_config():
     ("config", "words"),
     [
         ("{not json", "config.json"),
-        ({"config_files": [{"source": "/nonexistent/x.conf", "dest": "/tmp/x"}]}, "missing"),
+        (
+            {
+                "config_files": [
+                    {
+                        "source": "/nonexistent/x.conf",
+                        "dest": "/tmp/x",
+                        "owner": "root",
+                        "perm": "0600",
+                    }
+                ]
+            },
+            "missing",
+        ),
         ({"command": ["nova-orphans"]}, "string 'command'"),
     ],
 )
@@ -283,7 +296,8 @@ def test_kolla_start_copy_once_copies_only_at_the_first_start(image, tmp_path):
     source = tmp_path / "a.conf"
     source.write_text("first\n")
     dest = tmp_path / "etc" / "a.conf"
-    entry = {"source": str(source), "dest": str(dest), "perm": "0640"}
+    owner = f"{pwd.getpwuid(os.getuid()).pw_name}:{grp.getgrgid(os.getgid()).gr_name}"
+    entry = {"source": str(source), "dest": str(dest), "owner": owner, "perm": "0640"}
     config = {"command": "nova-orphans --version", "config_files": [entry]}
     env = kolla_env(tmp_path, config) | {"KOLLA_CONFIG_STRATEGY": "COPY_ONCE"}
     assert venv_run(image, str(KOLLA / "kolla_start"), env=env).returncode == 0
