@@ -13,9 +13,11 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -205,6 +207,23 @@ def recap(output: str) -> dict[str, dict[str, int]]:
         if not sep:
             continue
         found[host.strip()] = {k: int(v) for k, v in (pair.split("=") for pair in counters.split())}
+    return found
+
+
+def failures(output: str) -> dict[str, str]:
+    """Each failed host's message: the ``msg`` of ``fatal: [HOST]: FAILED! => …`` (the result
+    as YAML, up to the next task or host)."""
+    found = {}
+    for match in re.finditer(r"^fatal: \[([^\]]+)\]: FAILED! => (.*?)(?=^\S)", output, re.M | re.S):
+        block = textwrap.dedent(match.group(2).strip("\n"))
+        try:
+            result = yaml.safe_load(block)
+        except yaml.YAMLError:
+            result = None
+        found[match.group(1)] = (
+            str(result["msg"]) if isinstance(result, dict) and "msg" in result
+            else " ".join(block.split())
+        )  # fmt: skip
     return found
 
 

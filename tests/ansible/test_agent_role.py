@@ -1,10 +1,14 @@
-"""The role ``nova_orphans.fleet.agent`` applied over ssh to a host of the loopback sshd,
-into a prefix of its own (virtualenv, configuration, unit and textfile directories in a
+"""The role ``nova_orphans.fleet.agent`` applied over ssh to two hosts of the loopback sshd,
+each into a prefix of its own (virtualenv, configuration, unit and textfile directories in a
 temporary directory): the machine the tests run on is not changed.
 
-One run after the other, as an operator would: ``--check`` on a fresh host, the first
+One run after the other, as an operator would: ``--check`` on fresh hosts, the first
 apply, a second apply (no change), ``--check --diff`` of a new action (shown, not made) and
-a bad option value (refused by the tool before the unit is touched).
+a bad option value (refused by the tool before the unit is touched). host-b's report file and
+textfile directories exist before the role runs (a sticky /tmp-like one, a /var/lib/nova-like
+one): their modes stay. One more run over hosts whose variables would inject options (a
+newline in a list element, an option name, a section; a control character) fails each of them
+before anything is written.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import shutil
+import stat
 import subprocess
 from typing import Any
 
@@ -23,9 +28,17 @@ from tests.ansible import loopback
 TOOL_LINE = "nova-orphans: config error: "
 
 
+HOSTS = ("host-a", "host-b")
+#: host-b's directories that exist before the role runs, and their modes: a /tmp (sticky,
+#: everyone's) for its report file, a /var/lib/nova (QEMU reaches the instances through it)
+#: for its metrics textfile.
+PRE_EXISTING = {"tmp": 0o1777, "nova": 0o751}
+
+
 @dataclasses.dataclass
 class Host:
     prefix: pathlib.Path
+    prefix_b: pathlib.Path
     inventory: pathlib.Path
     home: pathlib.Path
     collections: pathlib.Path
@@ -53,7 +66,7 @@ class Host:
         return done
 
 
-def role_vars(prefix: pathlib.Path) -> dict[str, Any]:
+def role_vars(prefix: pathlib.Path, host: str = "cmp-1") -> dict[str, Any]:
     return {
         "nova_orphans_venv": str(prefix / "venv"),
         "nova_orphans_config_dir": str(prefix / "etc"),
@@ -62,7 +75,7 @@ def role_vars(prefix: pathlib.Path) -> dict[str, Any]:
         "nova_orphans_textfile_dir": str(prefix / "textfile"),
         "nova_orphans_report_file": str(prefix / "state" / "report.json"),
         "nova_orphans_config": {
-            "DEFAULT": {"host": "cmp-1", "deny_name_patterns": ["infra-*", "keep-*"]},
+            "DEFAULT": {"host": host, "deny_name_patterns": ["infra-*", "keep-*"]},
             "agent": {"state_dir": str(prefix / "state"), "grace_period": 7200},
             "libvirt": {"connection_uri": "test:///default"},
             "nova": {
@@ -79,7 +92,8 @@ def host(
     loopback_sshd: loopback.Sshd, fleet_collection: pathlib.Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Host:  # fmt: skip
-    """host-a, with the project's wheel built from this checkout, after the runs in order."""
+    """host-a and host-b, with the project's wheel built from this checkout, after the runs in
+    order."""
     home = tmp_path_factory.mktemp("role")
     subprocess.run(
         [str(loopback.BIN / "pip"), "wheel", "-q", "--no-deps", "-w", str(home / "wheel"),
@@ -87,26 +101,79 @@ def host(
         check=True, capture_output=True,
     )  # fmt: skip
     (wheel,) = (home / "wheel").glob("nova_orphans-*.whl")
-    prefix = home / "host-a"
+    prefix, prefix_b = home / "host-a", home / "host-b"
+    for name, mode in PRE_EXISTING.items():
+        (prefix_b / name).mkdir(parents=True)
+        (prefix_b / name).chmod(mode)
+    vars_b = role_vars(prefix_b, "cmp-2") | {
+        "nova_orphans_report_file": str(prefix_b / "tmp" / "report.json"),
+        "nova_orphans_textfile_dir": str(prefix_b / "nova"),
+    }
     inventory = loopback.write_inventory(
         home / "inventory.yml",
-        {"compute": {"host-a": {**loopback_sshd.host_vars(), **role_vars(prefix)}}},
-    )
-    it = Host(prefix, inventory, home / "run", fleet_collection, wheel)
+        {"compute": {"host-a": {**loopback_sshd.host_vars(), **role_vars(prefix)},
+                     "host-b": {**loopback_sshd.host_vars(), **vars_b}}},
+    )  # fmt: skip
+    it = Host(prefix, prefix_b, inventory, home / "run", fleet_collection, wheel)
     it.apply("fresh check", "--check", "--diff")
     it.runs["fresh tree"] = _tree(prefix)  # type: ignore[assignment]
+    it.runs["fresh tree b"] = _tree(prefix_b)  # type: ignore[assignment]
     it.apply("first")
     it.runs["first conf"] = it.conf.read_text()  # type: ignore[assignment]
     it.apply("second")
-    it.apply("check diff", "--check", "--diff", nova_orphans_actions=_actions(deleted="stop"))
+    it.runs["modes b"] = _modes(prefix_b)  # type: ignore[assignment]
+    it.apply(
+        "check diff", "--check", "--diff", "-l", "host-a",
+        nova_orphans_actions=_actions(deleted="stop"),
+    )  # fmt: skip
     it.runs["unit before bad"] = it.unit.stat().st_mtime_ns  # type: ignore[assignment]
     bad = role_vars(prefix)["nova_orphans_config"]
     bad["agent"]["action_unknown"] = "explode"
-    it.apply("bad", nova_orphans_config=bad)
+    it.apply("bad", "-l", "host-a", nova_orphans_config=bad)
     two_lines = role_vars(prefix)["nova_orphans_config"]
     two_lines["DEFAULT"]["host"] = "cmp-1\n[agent]\naction_deleted = reap"
-    it.apply("two lines", "--check", nova_orphans_config=two_lines)
+    it.apply("two lines", "--check", "-l", "host-a", nova_orphans_config=two_lines)
+    injected = {}
+    for name, (variable, change) in INJECTIONS.items():
+        bad_vars = role_vars(home / name) | {"nova_orphans_actions": _actions()}
+        change(bad_vars[variable])
+        injected[name] = {**loopback_sshd.host_vars(), **bad_vars}
+    injections = loopback.write_inventory(home / "injections.yml", {"compute": injected})
+    it.runs["injections"] = loopback.playbook(
+        "agent", injections, home / "run", fleet_collection,
+        {"nova_orphans_wheel": str(wheel), "nova_orphans_become": False},
+    )  # fmt: skip
+    it.runs["injected trees"] = {n: _tree(home / n) for n in INJECTIONS}  # type: ignore[assignment]
     return it
+
+
+#: host name -> (the role variable changed, how), and below the one line each host fails with.
+INJECTIONS: dict[str, tuple[str, Any]] = {
+    "inj-list": ("nova_orphans_config", lambda c: c["DEFAULT"].update(
+        deny_name_patterns=["infra-*", "x\n[agent]\naction_deleted = reap"])),
+    "inj-name": ("nova_orphans_config", lambda c: c["agent"].update(
+        {"grace_period = 1\naction_deleted": "reap"})),
+    "inj-section": ("nova_orphans_config", lambda c: c.update(
+        {"agent]\naction_deleted = reap\n[agent": {"grace_period": 1}})),
+    "inj-control": ("nova_orphans_config", lambda c: c["DEFAULT"].update(
+        host="cmp-1\x0baction_deleted = reap")),
+    "inj-actions": ("nova_orphans_actions", lambda a: a.update(
+        unknown="log\naction_deleted = reap")),
+}  # fmt: skip
+INJECTION_LINES = {
+    "inj-list": "nova_orphans_config.DEFAULT.deny_name_patterns[1]: the list element holds "
+    "a newline",
+    "inj-name": "nova_orphans_config.agent: option name 'grace_period = 1\\naction_deleted' "
+    "is not [a-z_][a-z0-9_]*: it holds a newline",
+    "inj-section": "nova_orphans_config: section 'agent]\\naction_deleted = reap\\n[agent' "
+    "is not one of the tool's",
+    "inj-control": "nova_orphans_config.DEFAULT.host: the value holds a control character (U+000B)",
+    "inj-actions": "nova_orphans_actions.unknown: the value holds a newline",
+}
+
+
+def _modes(prefix: pathlib.Path) -> dict[str, int]:
+    return {name: stat.S_IMODE((prefix / name).stat().st_mode) for name in PRE_EXISTING}
 
 
 def _actions(**kinds: str) -> dict[str, str]:
@@ -117,20 +184,22 @@ def _tree(prefix: pathlib.Path) -> list[str]:
     return sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*")) if prefix.exists() else []
 
 
-def ok(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
+def ok(done: subprocess.CompletedProcess[str], name: str = "host-a") -> dict[str, int]:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    return loopback.recap(done.stdout)["host-a"]
+    return loopback.recap(done.stdout)[name]
 
 
-def test_check_mode_on_a_fresh_host_reports_changes_and_makes_none(host: Host) -> None:
-    counters = ok(host.runs["fresh check"])
-    assert counters["changed"] > 0 and counters["failed"] == 0
+def test_check_mode_on_fresh_hosts_reports_changes_and_makes_none(host: Host) -> None:
+    for name in HOSTS:
+        counters = ok(host.runs["fresh check"], name)
+        assert counters["changed"] > 0 and counters["failed"] == 0
     assert host.runs["fresh tree"] == []  # type: ignore[comparison-overlap]
+    assert host.runs["fresh tree b"] == sorted(PRE_EXISTING)  # type: ignore[comparison-overlap]
 
 
 def test_the_first_apply_installs_configures_and_leaves_the_unit_unstarted(host: Host) -> None:
     done = host.runs["first"]
-    assert ok(done)["changed"] > 0
+    assert ok(done)["changed"] > 0 and ok(done, "host-b")["changed"] > 0
     venv_script = host.prefix / "venv" / "bin" / "nova-orphans"
     checked = subprocess.run(
         [str(venv_script), "check-config", "--config-file", str(host.conf)],
@@ -156,8 +225,35 @@ def test_the_first_apply_installs_configures_and_leaves_the_unit_unstarted(host:
         assert verified.returncode == 0, verified.stderr
 
 
+def test_the_second_host_is_configured_as_its_own_variables_say(host: Host) -> None:
+    conf = (host.prefix_b / "etc" / "nova-orphans.conf").read_text()
+    for line in ("host = cmp-2", f"report_file = {host.prefix_b / 'tmp' / 'report.json'}",
+                 f"textfile = {host.prefix_b / 'nova' / 'nova_orphans.prom'}"):  # fmt: skip
+        assert f"\n{line}\n" in conf, conf
+    checked = subprocess.run(
+        [str(host.prefix_b / "venv" / "bin" / "nova-orphans"), "check-config", "--config-file",
+         str(host.prefix_b / "etc" / "nova-orphans.conf")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_directories_the_role_makes_have_their_documented_modes(host: Host) -> None:
+    for name, mode in {"etc": 0o750, "state": 0o700, "textfile": 0o755, "units": 0o755,
+                       "dist": 0o755}.items():  # fmt: skip
+        assert stat.S_IMODE((host.prefix / name).stat().st_mode) == mode, name
+
+
+def test_directories_that_existed_keep_their_modes(host: Host) -> None:
+    """A report file in /tmp or beside the instances must not make its directory 0700 (QEMU
+    would lose the instances; /tmp its sticky bit)."""
+    assert host.runs["modes b"] == PRE_EXISTING  # type: ignore[comparison-overlap]
+    assert _modes(host.prefix_b) == PRE_EXISTING
+
+
 def test_a_second_apply_changes_nothing(host: Host) -> None:
-    assert ok(host.runs["second"])["changed"] == 0
+    for name in HOSTS:
+        assert ok(host.runs["second"], name)["changed"] == 0
 
 
 def test_check_and_diff_show_a_new_action_without_writing_it(host: Host) -> None:
@@ -183,8 +279,25 @@ def test_a_value_of_two_lines_is_refused_before_anything_is_written(host: Host) 
     """A newline in a value would write an option of its own (here: reap deleted guests)."""
     done = host.runs["two lines"]
     assert done.returncode != 0
-    assert "nova_orphans_config: a value spans lines: host" in done.stdout, done.stdout[-2000:]
+    assert loopback.failures(done.stdout)["host-a"] == (
+        "the configuration cannot be written: nova_orphans_config.DEFAULT.host: the value "
+        "holds a newline"
+    ), done.stdout[-2000:]
     assert "TASK [nova_orphans.fleet.agent : Install nova-orphans" not in done.stdout
+
+
+def test_variables_that_would_inject_options_fail_their_hosts_before_anything_is_written(
+    host: Host,
+) -> None:
+    done = host.runs["injections"]
+    assert done.returncode != 0
+    recap = loopback.recap(done.stdout)
+    failed = loopback.failures(done.stdout)
+    for name, line in INJECTION_LINES.items():
+        assert recap[name]["failed"] == 1, (name, done.stdout[-3000:])
+        assert f"the configuration cannot be written: {line}" in failed[name], (name, failed)
+    assert "TASK [nova_orphans.fleet.agent : Look for the directories" not in done.stdout
+    assert host.runs["injected trees"] == {n: [] for n in INJECTIONS}  # type: ignore[comparison-overlap]
 
 
 def test_every_playbook_of_the_installed_collection_passes_the_syntax_check(
