@@ -2,19 +2,18 @@
 
 Exit codes: 0 nothing found, 3 orphans found, 4 the agent acted, 5 a shared volume in
 danger, 1 libvirt or Nova failed, 2 usage or configuration error, 130 interrupted.
-Errors are one line on stderr.
+Errors are one line on stderr, whatever state the standard streams are in (``streams``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
 from nova_orphans import exits
-from nova_orphans.cli import commands, common
+from nova_orphans.cli import commands, common, streams
 from nova_orphans.version import tool_version
 
 #: What runs a sub-command: its parsed arguments in, the exit code out.
@@ -46,16 +45,26 @@ def handler(spec: str) -> Handler:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    with streams.standard():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        return handler(args.handler)(args)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # NOTE: --help and --version: printed, or one line if they cannot be
+            streams.flush()
+            raise
+        code = handler(args.handler)(args)
+        streams.flush()
+        return code
     except common.UsageError as exc:
         return common.fail(exits.USAGE, f"usage error: {exc}")
-    except BrokenPipeError:
-        # NOTE: the reader of standard output went away (``| head``): nothing more to say.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return exits.ERROR
+    except streams.StreamError as exc:
+        # NOTE: standard output closed, full, or its reader gone (``| head``): one line on
+        # stderr, if it is open; never on standard output, whose JSON stays JSON.
+        return common.fail(exits.ERROR, f"error: {exc}")
     except KeyboardInterrupt:
         # NOTE: Ctrl-C: one line, the shell's 130, no traceback (oslo.log's excepthook
         # would log one). A step under way was journaled as an intent first: the agent's

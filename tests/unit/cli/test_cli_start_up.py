@@ -59,6 +59,7 @@ PARSER_MODULES = {
     "nova_orphans.cli.commands",
     "nova_orphans.cli.arguments",
     "nova_orphans.cli.common",
+    "nova_orphans.cli.streams",
     "nova_orphans.exceptions",
     "nova_orphans.exits",
     "nova_orphans.version",
