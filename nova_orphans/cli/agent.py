@@ -6,11 +6,11 @@ import argparse
 import contextlib
 import datetime
 import logging
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from oslo_config import cfg
 
@@ -26,7 +26,13 @@ from nova_orphans.exceptions import one_line
 from nova_orphans.metered import MeteredTransport
 from nova_orphans.observe.libvirt_view import LibvirtView
 from nova_orphans.observe.nova.observer import LOOKUPS_AT_ONCE, NovaObserver
-from nova_orphans.record.journal import Journal, refuse_if_held, refuse_unknown_schema
+from nova_orphans.record import files
+from nova_orphans.record.journal import (
+    Journal,
+    refuse_if_held,
+    refuse_unknown_schema,
+    refuse_unwritable,
+)
 from nova_orphans.record.lock import LiveLock
 from nova_orphans.record.metrics import Metrics
 from nova_orphans.render import host as render_host
@@ -46,6 +52,7 @@ def run_agent(args: argparse.Namespace) -> int:
     refuse_if_held(_journal_path(conf, args))
     # NOTE: before the live lock is taken: a journal this version cannot use changes nothing.
     refuse_unknown_schema(_journal_path(conf, args))
+    refuse_unwritable(_journal_path(conf, args))
     metrics = Metrics()
     metrics.set_config(conf.agent.interval, conf.agent.grace_period)
     # NOTE: the port is bound first: one in use is a config error before anything is created.
@@ -53,7 +60,7 @@ def run_agent(args: argparse.Namespace) -> int:
     # agent) exports no metrics: the port and the textfile are the configured agent's.
     metrics_out = (lambda: None) if args.dry_run else _metrics(conf, metrics)
     # NOTE: likewise the report file is the configured agent's view, not a dry run's.
-    report_out = _report_writer(None if args.dry_run else conf.agent.report_file)
+    report_out = _report_writer(None if args.dry_run else conf.agent.report_file, metrics)
     agent = build_agent(conf, args, metrics)
     LOG.info("%s", start_line(conf, agent, args.once))
     signals = Signals()
@@ -88,8 +95,18 @@ def stop_line(code: int, received: signal.Signals | None) -> str:
     return f"nova-orphans stopped {why}, exit {code}"
 
 
+#: The signals that stop the agent between two steps (SIGQUIT as SIGTERM: no core dump).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+#: The signals the agent ignores on purpose, each with one log line: a stray ``kill -USR1``
+#: or an alarm must not end it without its stop line.
+IGNORED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
+
+
 class Signals:
-    """SIGTERM and SIGINT stop the agent between two steps; SIGHUP reloads its config.
+    """SIGTERM, SIGINT and SIGQUIT stop the agent between two steps; SIGHUP reloads its
+    config; SIGUSR1, SIGUSR2 and SIGALRM are logged and ignored; SIGPIPE is ignored (a write
+    to a reader gone away fails, and is said, instead). Each is documented in
+    docs/admin/agent.md.
 
     NOTE: as oslo.service does: SIGTERM (systemd's stop) lets the step under way finish
     (the actuator checks between steps) and ends the cycle; SIGINT (Ctrl-C) likewise, and
@@ -122,14 +139,23 @@ class Signals:
         self.reload.set()
         self.wake.set()
 
+    @staticmethod
+    def _ignore(signum: int, _frame: object) -> None:
+        LOG.info(
+            "%s ignored: SIGTERM stops the agent, SIGHUP reloads its config",
+            signal.Signals(signum).name,
+        )
+
     @contextlib.contextmanager
     def handled(self) -> Iterator[None]:
         """Install the handlers for the ``with`` block; the previous ones after it."""
-        previous = {
-            signal.SIGTERM: signal.signal(signal.SIGTERM, self._stop),
-            signal.SIGINT: signal.signal(signal.SIGINT, self._stop),
-            signal.SIGHUP: signal.signal(signal.SIGHUP, self._reload),
+        wanted: dict[signal.Signals, Any] = {
+            **{signum: self._stop for signum in STOP_SIGNALS},
+            signal.SIGHUP: self._reload,
+            **{signum: self._ignore for signum in IGNORED_SIGNALS},
+            signal.SIGPIPE: signal.SIG_IGN,
         }
+        previous = {signum: signal.signal(signum, handler) for signum, handler in wanted.items()}
         try:
             yield
         finally:
@@ -190,19 +216,32 @@ def reload_config(conf: cfg.ConfigOpts, args: argparse.Namespace) -> None:
     LOG.info("SIGHUP: config files reloaded (%s): changed %s", ", ".join(files) or "none", names)
 
 
-def _report_writer(path: str | None) -> Callable[[agent_loop.CycleResult], None]:
-    """Write each observed cycle's report to ``path`` atomically (for ``fleet audit
-    --reports``); a failed cycle writes nothing, so the report ages into stale."""
+def _report_writer(path: str | None, metrics: Metrics) -> Callable[[agent_loop.CycleResult], None]:
+    """Write each observed cycle's report to ``path`` (0600, replaced whole; for ``fleet
+    audit --reports``); a failed cycle writes nothing, so the report ages into stale."""
 
     def write(result: agent_loop.CycleResult) -> None:
         if path and result.report is not None:
-            try:
-                write_durably(path, render_host.render_json(result.report) + "\n")
-            except OSError as exc:
-                # NOTE: the report is for the fleet view; a full disk must not stop the agent.
-                LOG.error("report_file %s not written: %s", path, exc.strerror or exc)
+            text = render_host.render_json(result.report) + "\n"
+            _output(
+                metrics, "report", "[agent] report_file", path, lambda: write_durably(path, text)
+            )
 
     return write
+
+
+def _output(metrics: Metrics, file: str, option: str, path: str, write: Callable[[], None]) -> None:
+    """``write()`` one of the agent's output files; a failure is one error line and counted
+    (``nova_orphans_output_write_failures_total{file}``), and the agent carries on.
+
+    NOTE: the report and the textfile are for the fleet view and the dashboards: a full disk,
+    a read-only mount or a name that became a link must not stop the agent acting safely.
+    """
+    try:
+        write()
+    except OSError as exc:
+        metrics.output_write_failed(file)
+        LOG.error("%s %s not written: %s", option, path, files.cause(exc))
 
 
 def build_agent(
@@ -291,11 +330,12 @@ def _live_lock(path: str, journal: str) -> LiveLock:
 
 def _require_writable_dir(path: str) -> None:
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        files.private_dir(path)
     except OSError as exc:
-        raise config.ConfigError(f"quarantine directory {path}: {exc.strerror}") from exc
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise config.ConfigError(f"quarantine directory {path} is not writable")
+        raise config.ConfigError(f"quarantine directory {path}: {files.cause(exc)}") from exc
+    problem = files.unwritable(path)
+    if problem is not None:
+        raise config.ConfigError(f"quarantine directory {path} is not writable: {problem}")
 
 
 def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Callable[[], None]:
@@ -309,4 +349,12 @@ def _metrics(conf: cfg.ConfigOpts, metrics: Metrics) -> Callable[[], None]:
                 f"[metrics] port {port} on {address}: {exc.strerror or exc}"
             ) from exc
     textfile = conf.metrics.textfile
-    return (lambda: metrics.write_textfile(textfile)) if textfile else (lambda: None)
+    if not textfile:
+        return lambda: None
+    return lambda: _output(
+        metrics,
+        "textfile",
+        "[metrics] textfile",
+        textfile,
+        lambda: metrics.write_textfile(textfile),
+    )

@@ -25,6 +25,7 @@ from nova_orphans.observe.hypervisor import LibvirtObserver
 from nova_orphans.observe.nova.observer import NovaObserver
 from nova_orphans.record.entries import Intent, QuarantineEntry
 from nova_orphans.record.journal import Journal
+from nova_orphans.record.journal import present as journal_present
 from nova_orphans.render import history, table
 from nova_orphans.render import host as render_host
 
@@ -44,7 +45,8 @@ def _journal(
     """
     conf = configure.load_conf(args)
     paths = config.state_paths(conf)
-    found = os.path.isfile(paths.journal) or (
+    # NOTE: a journal this user cannot read is named as such, never as no journal.
+    found = journal_present(paths.journal) or (
         not journal_required and os.path.isdir(paths.quarantine)
     )
     if not found:
@@ -67,7 +69,7 @@ def show_history(args: argparse.Namespace) -> int:
         events = history.events(journal, args.uuid)
     finally:
         journal.close()
-    if os.path.exists(paths.dry_run_journal):
+    if journal_present(paths.dry_run_journal):
         events += history.steps(_dry_run_history(paths.dry_run_journal, args.uuid, args.limit))
         events.sort(key=lambda e: e[0], reverse=True)
     del events[args.limit :]
@@ -230,7 +232,7 @@ def release_guest(args: argparse.Namespace) -> int:
     """Release a guest's hold: the agent treats it as a fresh finding again."""
     path = config.state_paths(configure.load_conf(args)).journal
     released = None
-    if os.path.isfile(path):  # NOTE: no journal, no hold: none is created
+    if journal_present(path):  # NOTE: no journal, no hold: none is created
         journal = Journal(path)
         try:
             released = journal.release(args.uuid, common.now())

@@ -16,10 +16,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from nova_orphans import exits
-from nova_orphans.exceptions import NovaOrphansError
 from nova_orphans.model import Kind
-from nova_orphans.record import lock
+from nova_orphans.record import files, lock
 from nova_orphans.record.entries import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -29,28 +27,19 @@ from nova_orphans.record.entries import (
     iso,
 )
 from nova_orphans.record.holds import HoldsTable
+from nova_orphans.record.journal_errors import (  # noqa: F401
+    JournalError,
+    JournalIOError,
+    JournalLocked,
+    QuarantineBusy,
+    failure,
+    present,
+    refuse_unwritable,
+    unread_wal,
+)
 from nova_orphans.record.leftover_sightings import LeftoverSightingsTable
 from nova_orphans.record.quarantine_table import QuarantineTable
 from nova_orphans.record.sightings_table import SightingsTable
-
-
-class JournalError(NovaOrphansError):
-    """The journal cannot be opened or written."""
-
-    # NOTE: the journal's path is configuration; an agent that cannot record stops.
-    exit_code = exits.USAGE
-    label = "journal error"
-
-
-class JournalLocked(JournalError):
-    """Another ``nova-orphans run`` holds the journal (docs/design.md rule 14)."""
-
-
-class QuarantineBusy(JournalError):
-    """A purge or a restore holds the quarantine longer than we may wait."""
-
-    exit_code = exits.ERROR
-    label = "error"
 
 
 def lock_path(journal_path: str) -> str:
@@ -79,7 +68,10 @@ def refuse_if_held(journal_path: str) -> None:
     NOTE: for checks before the lock can be taken (nothing may be created yet);
     only taking the lock (``Journal(path, exclusive=True)``) makes a journal ours.
     """
-    holder = lock.holder(lock_path(journal_path))
+    try:
+        holder = lock.holder(lock_path(journal_path))
+    except OSError as exc:
+        raise failure(journal_path, exc) from exc
     if holder is not None:
         raise _locked(journal_path, holder)
 
@@ -88,9 +80,7 @@ def refuse_unknown_schema(journal_path: str) -> None:
     """Raise ``JournalError`` when the journal at ``journal_path`` has a schema version this
     nova-orphans does not know, or is no regular file (a FIFO would hang sqlite); reads it
     without writing or creating anything (no journal: nothing to refuse)."""
-    if os.path.exists(journal_path) and not os.path.isfile(journal_path):
-        raise JournalError(f"journal {journal_path} is not a regular file")
-    if not os.path.isfile(journal_path):
+    if not present(journal_path):
         return
     uri = f"{pathlib.Path(os.path.abspath(journal_path)).as_uri()}?mode=ro&immutable=1"
     try:
@@ -100,7 +90,7 @@ def refuse_unknown_schema(journal_path: str) -> None:
         finally:
             db.close()
     except sqlite3.Error as exc:
-        raise JournalError(f"cannot open journal {journal_path}: {exc}") from exc
+        raise failure(journal_path, exc) from exc
     if not 0 <= version <= SCHEMA_VERSION:
         raise _unknown_schema(journal_path, version)
 
@@ -137,9 +127,13 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
         try:
             # NOTE: before the lock file or anything else is created.
             refuse_unknown_schema(path)
-            pathlib.Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            files.private_dir(os.path.dirname(os.path.abspath(path)))
+            refuse_unwritable(path)
             if exclusive:
                 self._lock = lock.acquire(lock_path(path), f", journal {path}")
+            # NOTE: made 0600 before sqlite opens it: sqlite gives its -wal and -shm files the
+            # journal's own mode, whatever the umask.
+            files.private_file(path)
             self._db = sqlite3.connect(path, isolation_level=None)
             # NOTE: the version is read before anything is written (WAL mode included):
             # a journal of a newer nova-orphans is left exactly as it is.
@@ -154,8 +148,10 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
             raise
         except (OSError, sqlite3.Error) as exc:
             self._unlock()
-            raise JournalError(f"cannot open journal {path}: {exc}") from exc
-        os.chmod(path, 0o600)
+            raise failure(path, exc) from exc
+        for made in (path, f"{path}-wal", f"{path}-shm"):  # NOTE: a journal of an older version
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(made, 0o600)
 
     def _version(self) -> int:
         """The journal's schema version; ``JournalError`` (and the file closed) for one this
@@ -205,7 +201,7 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
         NOTE: ``audit``, ``history`` and ``quarantine list`` change nothing: they never
         create a journal (nor its directory), and never write to one.
         """
-        if not os.path.isfile(path):
+        if not present(path):
             return None
         return cls(path, read_only=True)
 
@@ -242,17 +238,18 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
             else:
                 try:
                     self._db = self._connect(f"{base}?mode=ro")
-                except sqlite3.OperationalError:
+                except sqlite3.OperationalError as exc:
                     if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
                         raise
                     self._db = self._connect(immutable)
+                    unread_wal(path, exc)
             self._version()
             present = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
             for name, statement in TABLES.items():
                 if name not in present:
                     self._db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot open journal {path} read-only: {exc}") from exc
+            raise failure(path, exc, "cannot open read-only journal") from exc
         return self._db
 
     @staticmethod
@@ -310,13 +307,13 @@ class Journal(SightingsTable, HoldsTable, LeftoverSightingsTable, QuarantineTabl
         try:
             return self._db.execute(sql, args)
         except sqlite3.Error as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
+            raise failure(self.path, exc, "cannot write journal") from exc
 
     def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         try:
             self._db.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
+            raise failure(self.path, exc, "cannot write journal") from exc
 
     # --- intents -----------------------------------------------------------------------
 

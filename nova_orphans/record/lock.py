@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError
+from nova_orphans.record import files
 
 
 class Held(NovaOrphansError):
@@ -44,7 +45,11 @@ def acquire(path: str, about: str = "") -> int:
     record in the file is left as it is.
     """
     # NOTE: no O_TRUNC: the file names the current holder until we hold the lock.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)  # NOTE: made by us: 0600 whatever the umask
+    except FileExistsError:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -132,7 +137,7 @@ class LiveLock:
         Raises ``LiveAgentRunning`` naming the live agent that holds it (pid, host,
         since, journal), and ``OSError`` when the file cannot be opened.
         """
-        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+        files.private_dir(os.path.dirname(path) or ".")
         try:
             return cls(path, acquire(path, f", journal {journal}"))
         except Held as exc:

@@ -17,6 +17,7 @@ from nova_orphans.classify.cost import Untracked
 from nova_orphans.classify.leftover import LeftoverKind, Leftovers
 from nova_orphans.decide.policy import Step
 from nova_orphans.model import DangerKind, Kind
+from nova_orphans.record import files
 from nova_orphans.version import tool_version
 
 #: Why a cycle acted on nothing (``nova_orphans_cycles_aborted_total{reason}``).
@@ -26,6 +27,10 @@ OUTCOMES = ("done", "skipped", "failed", "refused")
 #: What the agent looks at, and how it read it (``nova_orphans_looks_total``).
 LOOK_SOURCES = ("nova", "libvirt")
 LOOK_READS = ("full", "changes")
+#: The agent's output files (``nova_orphans_output_write_failures_total{file}``).
+OUTPUT_FILES = ("textfile", "report")
+#: The textfile's mode: node_exporter's own user reads it, whatever the agent's umask.
+TEXTFILE_MODE = 0o644
 #: The kinds of Nova request the tool makes (``nova_orphans_nova_requests_total{endpoint}``).
 NOVA_ENDPOINTS = (
     "servers",  # GET /servers/detail: the listings
@@ -226,6 +231,15 @@ class Metrics:
             for outcome in OUTCOMES:
                 for dry_run in ("true", "false"):
                     self.actions.labels(action=step.value, outcome=outcome, dry_run=dry_run)
+        self.output_write_failures = prom.Counter(
+            "nova_orphans_output_write_failures",
+            "Writes of the agent's output files that failed (the [metrics] textfile, the "
+            "[agent] report_file), by file; the agent carries on.",
+            ["file"],
+            registry=self.registry,
+        )
+        for file in OUTPUT_FILES:
+            self.output_write_failures.labels(file=file)
         for reason in ABORT_REASONS:
             self.cycles_aborted.labels(reason=reason)
         for source in LOOK_SOURCES:
@@ -272,8 +286,13 @@ class Metrics:
         prom.start_http_server(port, addr=address, registry=self.served)
 
     def write_textfile(self, path: str) -> None:
-        """Write the tool's own metrics for node-exporter's textfile collector (atomically)."""
-        prom.write_to_textfile(path, self.registry)
+        """Write the tool's own metrics for node-exporter's textfile collector: replaced
+        whole, mode 0644 whatever the umask (``files.write_whole``); raises ``OSError``."""
+        files.write_whole(path, prom.generate_latest(self.registry).decode("utf-8"), TEXTFILE_MODE)
+
+    def output_write_failed(self, file: str) -> None:
+        """Count one failed write of the output file ``file`` (one of ``OUTPUT_FILES``)."""
+        self.output_write_failures.labels(file=file).inc()
 
 
 class FleetMetrics:

@@ -21,6 +21,8 @@ from nova_orphans.observe.mounts import (  # noqa: F401
     os_reason,
     shared_storage_refusal,
 )
+from nova_orphans.record import files
+from nova_orphans.record.files import fsync_path  # noqa: F401
 
 #: The ``<stamp>`` level of a quarantine directory: a reap's time stamp.
 STAMP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,63}")
@@ -97,21 +99,6 @@ def first_symlink(path: str, lstat: Callable[[str], os.stat_result] = os.lstat) 
 
 
 def write_durably(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` (0600) through a temporary file, fsync file and directory."""
-    temporary = path + ".tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    fsync_path(os.path.dirname(path))
-
-
-def fsync_path(path: str) -> None:
-    """fsync a file or directory, so a rename or write survives a crash."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Write ``text`` to ``path`` (0600 whatever the umask), replaced whole and synced, never
+    through a link (``record.files.write_whole``)."""
+    files.write_whole(path, text, 0o600)

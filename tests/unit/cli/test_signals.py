@@ -210,3 +210,36 @@ def test_ctrl_c_is_one_line_and_exit_130_with_no_traceback(tmp_path, world, sile
     lines = [line for line in process.lines if not any(w in line for w in agent_lines)]
     assert len(lines) == 1, process.lines
     assert "interrupted" in lines[0]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM])
+def test_a_signal_without_meaning_is_logged_and_ignored(agent, signum):
+    process, _ = agent
+    process.proc.send_signal(signum)
+    process.wait_for(f"{signum.name} ignored")
+    time.sleep(0.5)
+    assert process.proc.poll() is None
+    process.proc.send_signal(signal.SIGTERM)
+    code, out = process.finish()
+    assert (code, out) == (exits.OK, "")
+    assert "nova-orphans stopped on SIGTERM, exit 0" in process.lines[-1]
+
+
+def test_sigpipe_is_ignored(agent):
+    process, _ = agent
+    process.proc.send_signal(signal.SIGPIPE)
+    time.sleep(1)
+    assert process.proc.poll() is None
+    process.proc.send_signal(signal.SIGTERM)
+    code, _ = process.finish()
+    assert code == exits.OK
+    assert "nova-orphans stopped on SIGTERM, exit 0" in process.lines[-1]
+
+
+def test_sigquit_stops_the_agent_as_sigterm_with_its_stop_line(agent):
+    process, _ = agent
+    process.proc.send_signal(signal.SIGQUIT)
+    code, out = process.finish()
+    assert (code, out) == (exits.OK, "")
+    assert "nova-orphans stopped on SIGQUIT, exit 0" in process.lines[-1]
+    assert not any("Traceback" in line for line in process.lines)
