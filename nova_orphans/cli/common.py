@@ -43,6 +43,30 @@ def warn(message: str) -> None:
 
 
 def fail(code: int, message: str) -> int:
-    """Print ``message`` as one line on stderr (escaped) and return ``code``."""
-    say(f"nova-orphans: {message}", sys.stderr)
+    """Print ``message`` as one line on stderr (escaped, at most ``MAX_LINE`` characters)
+    and return ``code``."""
+    say(f"nova-orphans: {bounded(message)}", sys.stderr)
     return code
+
+
+#: The most characters of an error line: a message quoting what it was given (a config
+#: line of NUL bytes, a long value) says why in its first words, not in kilobytes.
+MAX_LINE = 1000
+
+
+def bounded(message: str, limit: int = MAX_LINE) -> str:
+    """``message`` cut so that, escaped (``table.escape``), it fits in ``limit`` characters."""
+    from nova_orphans.render import table
+
+    escaped = table.escape(message)
+    if len(escaped) <= limit:
+        return escaped
+    # NOTE: cut between the escapes of whole characters, never inside one ("\x0").
+    kept, size = [], 0
+    for char in message:
+        shown = table.escape(char)
+        if size + len(shown) > limit - 40:
+            break
+        kept.append(shown)
+        size += len(shown)
+    return f"{''.join(kept)}… ({len(escaped) - size} characters more)"

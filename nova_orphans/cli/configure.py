@@ -38,15 +38,22 @@ def config_sources(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def check_config(args: argparse.Namespace) -> int:
-    """``check-config``: load the config files strictly, as ``run`` and ``audit`` do, and
-    name them; connects to nothing. A bad file is one line and exit 2 (``ConfigError``).
+    """``check-config``: load the config files strictly, as ``run`` and ``audit`` do, build
+    Nova's transport from them as they do (credentials present), and name the files;
+    connects to nothing. A bad file is one line and exit 2 (``ConfigError``).
 
     NOTE: a deployment tool checks a new file with it before putting the file in place
-    (Ansible's ``validate``), so the agent never starts on a file it would refuse.
+    (Ansible's ``validate``), so the agent never starts on a file it would refuse: a file
+    without Nova credentials (an empty one) is refused here as ``audit`` and ``run`` refuse it.
     """
     if not args.config_files and not os.path.exists(DEFAULT_CONFIG_FILE):
         raise common.UsageError(f"no config file: {DEFAULT_CONFIG_FILE} does not exist")
     conf = load_conf(args)
+    from nova_orphans.observe.nova.session import transport_from_conf  # NOTE: keystoneauth
+
+    # NOTE: in the order audit and run check them: the libvirt URI, then Nova's transport.
+    config.host_settings(conf, check_uri=True)
+    transport_from_conf(conf)
     common.say(f"configuration valid: {', '.join(conf.config_file)}")
     return exits.OK
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import logging
 import os
+import syslog
 import uuid
 from typing import Any
 
 from oslo_config import cfg, types
 
+from nova_orphans.config import strict
 from nova_orphans.config.nova_compute import DEFAULT_INSTANCES_PATH, NOVA_STATE_PATH
 
 
@@ -117,3 +120,57 @@ def logging_opts() -> tuple[cfg.Opt, ...]:
     """
     (entry,) = importlib.metadata.entry_points(group="oslo.config.opts", name="oslo.log")
     return tuple(opt for _, opts in entry.load()() for opt in opts)
+
+
+#: oslo.log's options that are %-style format strings, read only when a line is logged.
+LOG_FORMATS = (
+    "logging_context_format_string",
+    "logging_default_format_string",
+    "logging_debug_format_suffix",
+    "logging_exception_prefix",
+    "logging_user_identity_format",
+    "instance_format",
+    "instance_uuid_format",
+)
+
+
+def check_logging(conf: cfg.ConfigOpts, files: strict.ConfigFiles) -> None:
+    """oslo.log's options that oslo.config cannot check, checked at load: each
+    ``default_log_levels`` entry ``logger=LEVEL``, the syslog facility, the format strings.
+
+    NOTE: oslo.log reads them when it is set up or when a line is logged: a bad entry
+    was an unexpected error (exit 1, a restart loop under systemd), a bad format a
+    "--- Logging error ---" on stderr at the first line logged.
+    """
+    opts = {opt.dest: opt for opt in logging_opts()}
+
+    def refuse(name: str, reason: str) -> strict.ConfigError:
+        return strict.ConfigError(
+            f"{files.where(strict.DEFAULT_GROUP, opts[name])} is not valid: {reason}"
+        )
+
+    for entry in conf.default_log_levels or ():
+        logger, equals, level = entry.partition("=")
+        if not equals or not logger.strip() or not isinstance(logging.getLevelName(level), int):
+            raise refuse(
+                "default_log_levels",
+                f"{entry!r} should be logger=LEVEL (LEVEL one of DEBUG, INFO, WARNING, ERROR, "
+                "CRITICAL)",
+            )
+    facility = conf.syslog_log_facility.upper()
+    facility = facility if facility.startswith("LOG_") else f"LOG_{facility}"
+    if not isinstance(getattr(syslog, facility, None), int):
+        raise refuse("syslog_log_facility", "should be a syslog facility such as LOG_USER")
+    for name in LOG_FORMATS:
+        value = conf[name]
+        try:
+            _ = value % _AnyField() if value else None
+        except (TypeError, ValueError, KeyError) as exc:
+            raise refuse(name, f"not a %-format string: {exc}") from None
+
+
+class _AnyField(dict[str, int]):
+    """A record whose every field is 0: a format string formats it, or is malformed."""
+
+    def __missing__(self, key: str) -> int:
+        return 0

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from nova_orphans.config import agent, default, metrics, nova, opts, strict
+from nova_orphans.config import agent, credentials, default, metrics, nova, opts, strict
 from nova_orphans.config.host import host_settings
 from nova_orphans.config.strict import DEFAULT_GROUP
 from nova_orphans.exceptions import one_line
@@ -65,8 +65,9 @@ def load(config_files: Sequence[str], config_dirs: Sequence[str] = ()) -> cfg.Co
     groups = opts.groups(plugin_opts)
     files.check_keys(groups)
     files.check_values(conf, groups)
-    _check_nova_timeout(conf, files, groups[nova.NOVA_GROUP])
     nova.refuse_keystoneauth_retries(files)
+    credentials.check(conf, files)
+    default.check_logging(conf, files)
     agent.policy(conf)
     host_settings(conf)
     if conf.metrics.textfile:
@@ -106,23 +107,6 @@ def _parse(conf: cfg.ConfigOpts, config_files: Sequence[str], config_dirs: Seque
                 ) from None
         said = one_line(caught.getvalue()) or "no reason given"
         raise strict.ConfigError(f"oslo.config refused the config files: {said}") from None
-
-
-#: The longest ``[nova] timeout`` (seconds): keystoneauth's option has no maximum, and a
-#: larger one overflows the clock of the first request (an OverflowError).
-MAX_NOVA_TIMEOUT = 86400
-
-
-def _check_nova_timeout(
-    conf: cfg.ConfigOpts, files: strict.ConfigFiles, nova_opts: Sequence[cfg.Opt]
-) -> None:
-    timeout = conf[nova.NOVA_GROUP].timeout
-    if timeout is not None and timeout > MAX_NOVA_TIMEOUT:
-        opt = next(o for o in nova_opts if o.dest == "timeout")
-        raise strict.ConfigError(
-            f"{files.where(nova.NOVA_GROUP, opt)} is not valid: "
-            f"should be at most {MAX_NOVA_TIMEOUT} seconds"
-        )
 
 
 #: oslo.config's project: the default config files and directories are named after it.

@@ -193,7 +193,7 @@ def writable_file(path: str, what: str) -> None:
     if os.path.isdir(path):
         raise ConfigError(f"{what} is a directory")
     # NOTE: a FIFO would block the writer for good, a device take what it is given.
-    kind = _file_kind(os.stat(path).st_mode) if os.path.lexists(path) else None
+    kind = file_kind(os.stat(path).st_mode) if os.path.lexists(path) else None
     if kind:
         raise ConfigError(f"{what} is {kind}, not a file")
 
@@ -217,7 +217,7 @@ def require_readable(path: str) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     try:
-        kind = _file_kind(os.fstat(fd).st_mode)
+        kind = file_kind(os.fstat(fd).st_mode)
         if kind:
             raise ConfigError(f"cannot read config file {path}: it is {kind}, not a file")
         data = _read_all(fd, MAX_CONFIG_BYTES + 1)
@@ -227,6 +227,11 @@ def require_readable(path: str) -> None:
         os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes")
+    if b"\0" in data:
+        # NOTE: a NUL byte is no text a config holds (an image, a copy gone wrong); oslo.config
+        # would quote the whole line in its refusal.
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise ConfigError(f"config file {path}, line {line}: a NUL byte: this is no text file")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -250,7 +255,7 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _file_kind(mode: int) -> str | None:
+def file_kind(mode: int) -> str | None:
     """What a path that is no regular file is ("a directory", "a FIFO"...); None for a file."""
     if stat.S_ISREG(mode):
         return None

@@ -25,8 +25,23 @@ class NovaUnreachable(NovaError):
     msg_fmt = "Nova unreachable at %(endpoint)s: %(reason)s"
 
 
-class KeystoneUnreachable(NovaError):
+class KeystoneError(NovaError):
+    """Keystone, the identity service Nova's token comes from, failed: it is named, never Nova."""
+
+    msg_fmt = (
+        "Keystone (the identity service) at %(auth_url)s: %(reason)s (so Nova cannot be asked)"
+    )
+
+
+class KeystoneUnreachable(KeystoneError):
     msg_fmt = "Keystone unreachable at %(auth_url)s (so Nova cannot be asked): %(reason)s"
+
+
+class KeystoneAuthFailed(KeystoneError):
+    msg_fmt = (
+        "Keystone (the identity service) at %(auth_url)s refused our credentials "
+        "(HTTP %(status)s): %(reason)s"
+    )
 
 
 class NovaAuthFailed(NovaError):

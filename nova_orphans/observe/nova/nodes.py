@@ -19,7 +19,7 @@ from typing import Any
 
 from nova_orphans.classify.identity import LocalComputeId, NovaNode
 from nova_orphans.exceptions import NovaOrphansError
-from nova_orphans.observe.errors import NovaAuthFailed, NovaBadAnswer, NovaError
+from nova_orphans.observe.errors import KeystoneError, NovaAuthFailed, NovaBadAnswer, NovaError
 from nova_orphans.observe.nova.observer import NovaObserver
 
 #: nova/virt/node.py: nova-compute's node identity file (Nova >= 2023.1).
@@ -60,7 +60,7 @@ def _cells_explain(nova: NovaObserver, call: Callable[[], Any]) -> Any:
     """
     try:
         return call()
-    except NovaAuthFailed:
+    except (NovaAuthFailed, KeystoneError):
         raise
     except NovaError:
         nova.require_cells_answer()

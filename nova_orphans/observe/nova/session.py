@@ -6,6 +6,7 @@ import datetime
 import email.utils
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,10 +14,15 @@ from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import identity
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import generic
+from urllib3 import exceptions as urllib3_exc
 
 from nova_orphans import exits
 from nova_orphans.exceptions import NovaOrphansError, one_line
 from nova_orphans.observe.errors import (
+    KeystoneAuthFailed,
+    KeystoneError,
     KeystoneUnreachable,
     NovaAuthFailed,
     NovaError,
@@ -61,6 +67,7 @@ class KeystoneTransport:
         #: Nova's clock: the HTTP Date of the last answer (None when it had none).
         self.date: datetime.datetime | None = None
         self._region_pinned = False
+        self._discovered = False
 
     @property
     def adapter(self) -> ks_adapter.Adapter:
@@ -102,20 +109,41 @@ class KeystoneTransport:
         return response.status_code, body
 
     def _authenticate(self) -> None:
-        """Get a token and Nova's endpoint first, so a Keystone failure is named as such."""
+        """Get a token, then Nova's endpoint, so a Keystone failure is named as Keystone's."""
+        auth = self._adapter.auth or self._adapter.session.auth
+        if isinstance(auth, identity.BaseIdentityPlugin):
+            self._token(auth)
         try:
             self._adapter.get_endpoint()
         except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
             raise NovaAuthFailed(status=getattr(exc, "http_status", 401), reason=exc) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
-            auth_url = getattr(self._adapter.session.auth, "auth_url", None) or "Keystone"
-            raise KeystoneUnreachable(auth_url=auth_url, reason=short_reason(exc)) from exc
+            raise NovaUnreachable(endpoint=self._endpoint(), reason=short_reason(exc)) from exc
         except ks_exc.EndpointNotFound as exc:
             raise NovaError(reason=f"{where(self._adapter)}: {one_line(exc)}") from exc
         except ks_exc.ClientException as exc:
             raise NovaError(reason=one_line(exc)) from exc
         if not self._region_pinned:
             self._pin_region()
+
+    def _token(self, auth: identity.BaseIdentityPlugin) -> None:
+        """A token from Keystone (only Keystone is asked); its failures name Keystone."""
+        auth_url = str(getattr(auth, "auth_url", None) or "its auth_url")
+        session = self._adapter.session
+        try:
+            if isinstance(auth, generic.BaseGenericPlugin) and not self._discovered:
+                _discover(session, auth_url)
+                self._discovered = True
+            auth.get_access(session)
+        except (ks_exc.Unauthorized, ks_exc.Forbidden) as exc:
+            status = getattr(exc, "http_status", None) or 401
+            raise KeystoneAuthFailed(auth_url=auth_url, status=status, reason=exc) from exc
+        except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
+            raise KeystoneUnreachable(auth_url=auth_url, reason=short_reason(exc)) from exc
+        except ks_exc.HttpError as exc:
+            raise KeystoneError(auth_url=auth_url, reason=one_line(exc)) from exc
+        except ks_exc.ClientException as exc:
+            raise KeystoneError(auth_url=auth_url, reason=one_line(exc)) from exc
 
     def _pin_region(self) -> None:
         """Pin the catalog's one region on the compute adapter, or refuse to choose.
@@ -161,6 +189,33 @@ class KeystoneTransport:
             None,
         )
         return f"{url} (region {region})" if region else url
+
+
+def _discover(session: ks_session.Session, auth_url: str) -> None:
+    """Ask ``auth_url`` for its API versions without a token, as a generic plugin will.
+
+    NOTE: keystoneauth's generic plugins (``password``, ``token``) discover the identity
+    API first, and a discovery answered 401 (an ``auth_url`` that is Nova's, or behind a
+    proxy asking for credentials) is asked again with a token, which needs the discovery:
+    keystoneauth waits on its own lock for ever. Asked here on a session of the same TLS
+    settings without a plugin, a 401 is one clear refusal, a 5xx Keystone's answer.
+    """
+    probe = ks_session.Session(verify=session.verify, cert=session.cert, timeout=session.timeout)
+    try:
+        response = probe.get(
+            auth_url, authenticated=False, raise_exc=False, headers={"Accept": "application/json"}
+        )
+    except ks_exc.MissingAuthPlugin as exc:  # NOTE: keystoneauth's own retry, with a token
+        raise ks_exc.Unauthorized(
+            "its version discovery asks for credentials: is [nova] auth_url Keystone's?"
+        ) from exc
+    if response.status_code in (401, 403):
+        raise ks_exc.Unauthorized(
+            "its version discovery asks for credentials: is [nova] auth_url Keystone's?",
+            http_status=response.status_code,
+        )
+    if response.status_code >= 500:
+        raise ks_exc.HttpError("its version discovery failed", http_status=response.status_code)
 
 
 def where(adapter: ks_adapter.Adapter) -> str:
@@ -235,11 +290,24 @@ def transport_from_conf(
             f"[{group}] needs auth_type (keystoneauth) or cloud (clouds.yaml; or OS_CLOUD)"
         )
     session = ks_loading.load_session_from_conf_options(conf, group, auth=auth)
+    if session.verify is False:
+        tls_verification_off(f"[{group}] insecure = true")
     # NOTE: observe/retry.py is the one retry layer: keystoneauth retries nothing.
     adapter = ks_loading.load_adapter_from_conf_options(
         conf, group, session=session, auth=auth, region_name=region, **NO_KEYSTONEAUTH_RETRIES
     )
     return KeystoneTransport(adapter, services)
+
+
+def tls_verification_off(why: str) -> None:
+    """Say once, as the transport is built, that TLS certificates are not verified.
+
+    NOTE: urllib3 warns (InsecureRequestWarning) at each HTTPS request of an unverified
+    session, a dozen lines for one audit: one line, ours, says it instead (a command
+    builds one transport).
+    """
+    warnings.filterwarnings("ignore", category=urllib3_exc.InsecureRequestWarning)
+    LOG.warning("TLS verification is off (%s): Nova and Keystone are not authenticated", why)
 
 
 def _adapter_from_cloud(cloud: str, region_name: str | None) -> ks_adapter.Adapter:
@@ -251,10 +319,13 @@ def _adapter_from_cloud(cloud: str, region_name: str | None) -> ks_adapter.Adapt
         region = os_config.OpenStackConfig().get_one(cloud=cloud, region_name=region_name)
     except os_exc.ConfigException as exc:
         raise CredentialsMissing(f"clouds.yaml: {one_line(exc)}") from exc
+    session = region.get_session()
+    if session.verify is False:
+        tls_verification_off(f"clouds.yaml cloud {cloud}'s verify: false")
     # NOTE: a plain keystoneauth adapter on the cloud's session: the same transport
     # as the [nova] section, with the cloud's region, interface and endpoint override.
     return ks_adapter.Adapter(
-        session=region.get_session(),
+        session=session,
         service_type="compute",
         interface=region.get_interface("compute"),
         region_name=region.region_name or None,

@@ -116,7 +116,7 @@ class KeystoneClient:
         except ks_exc.EndpointNotFound as exc:
             raise ServiceError(
                 f"{self.name}: no {adapter.service_type} endpoint in the service catalog "
-                f"({adapter.interface} interface, {region})"
+                f"({adapter.interface or 'public'} interface, {region})"
             ) from exc
         except (ks_exc.ConnectionError, ks_exc.RequestTimeout) as exc:
             raise _Transient(

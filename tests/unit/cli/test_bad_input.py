@@ -16,15 +16,18 @@ import gc
 import hashlib
 import os
 import pathlib
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
 from nova_orphans import cli, exits
 from nova_orphans.cli import audit as audit_cli
+from nova_orphans.cli import common
 from nova_orphans.fakes.nova import SimulatedNova
 from nova_orphans.record.entries import SCHEMA_VERSION
 
@@ -36,7 +39,8 @@ USAGE, ERROR = exits.USAGE, exits.ERROR
 @dataclasses.dataclass(frozen=True)
 class Case:
     """``argv`` and the config (``default``, ``agent``, ``nova`` sections' extra lines);
-    ``{conf}``, ``{world}``, ``{tmp}`` and ``{port}`` (a port in use) in them are filled in
+    ``{conf}``, ``{world}``, ``{tmp}``, ``{port}`` (a port in use) and ``{keystone}`` (a
+    Keystone answering ``{keystone}/<status>/v3`` with that status) in them are filled in
     by the test."""
 
     name: str
@@ -48,6 +52,10 @@ class Case:
     nova: str = f"auth_type = admin_token\nendpoint = {NOVA_DOWN}\ntoken = t\ntimeout = 2\n"
     #: A name of ``PREPARE``: what to lay on disk before the command runs.
     prepare: str = ""
+    #: Environment variables set for the command (``{tmp}`` filled in).
+    env: tuple[tuple[str, str], ...] = ()
+    #: Words the line must not hold (a Keystone failure is never Nova's).
+    absent: tuple[str, ...] = ()
 
 
 def case(name, argv, code, *words, **conf):
@@ -60,6 +68,19 @@ KEYSTONE_DOWN = (
     "auth_type = password\nauth_url = http://127.0.0.1:1/v3\nusername = u\npassword = p\n"
     "project_name = s\nuser_domain_name = Default\nproject_domain_name = Default\ntimeout = 2\n"
 )
+
+CHECK = f"check-config {C}"
+TOKEN = f"auth_type = admin_token\nendpoint = {NOVA_DOWN}\ntoken = t\ntimeout = 2\n"
+#: The generic password plugin (it discovers the identity API first) at ``{url}``.
+KEYSTONE = "auth_type = password\nauth_url = {url}\nusername = u\npassword = p\ntimeout = 2\n"
+#: The v3 password plugin (no discovery) at ``{url}``.
+V3 = (
+    "auth_type = v3password\nauth_url = {url}\nusername = u\npassword = p\nproject_name = s\n"
+    "user_domain_name = Default\nproject_domain_name = Default\ntimeout = 2\n"
+)
+PW_PLUGIN = "[nova] auth_type = password"
+NO_PASSWORD = "auth_type = password\nauth_url = http://k/v3\nusername = u\nproject_name = p\n"
+CLOUDS = (("OS_CLIENT_CONFIG_FILE", "{tmp}/clouds.yaml"),)
 
 CASES = [
     # The command line itself.
@@ -674,6 +695,487 @@ CASES = [
     ),
     case("quarantine: unknown verb", "quarantine show", USAGE, "'show'"),
     case("fleet: unknown verb", "fleet scan", USAGE, "'scan'"),
+    # Credentials and endpoints: every option handed to keystoneauth, openstacksdk or oslo.log
+    # is checked at load, for every command; check-config refuses what audit and run refuse.
+    case("check-config: empty file", CHECK, USAGE, "[nova] needs auth_type", prepare="empty conf"),
+    case(
+        "run: empty file",
+        f"run --once {C} {W}",
+        USAGE,
+        "[nova] needs auth_type",
+        prepare="empty conf",
+    ),
+    case("check-config: no credentials", CHECK, USAGE, "[nova] needs auth_type", nova=""),
+    case("check-config: unknown plugin", CHECK, USAGE, "magic", nova="auth_type = magic\n"),
+    case(
+        "audit: no password", f"audit {C} {W}", USAGE, PW_PLUGIN, "needs password", nova=NO_PASSWORD
+    ),
+    case("check-config: no password", CHECK, USAGE, PW_PLUGIN, "needs password", nova=NO_PASSWORD),
+    case("run: no password", f"run --once {C} {W}", USAGE, "needs password", nova=NO_PASSWORD),
+    case("history: no password", f"history {C}", USAGE, "needs password", nova=NO_PASSWORD),
+    case(
+        "audit: no username",
+        f"audit {C} {W}",
+        USAGE,
+        "needs username or user_id",
+        nova="auth_type = v3password\nauth_url = http://k/v3\npassword = p\n",
+    ),
+    case(
+        "audit: no auth_url",
+        f"audit {C} {W}",
+        USAGE,
+        "needs auth_url",
+        nova="auth_type = password\nusername = u\npassword = p\n",
+    ),
+    case(
+        "audit: admin_token without token",
+        f"audit {C} {W}",
+        USAGE,
+        "needs token",
+        nova="auth_type = admin_token\nendpoint = http://nova/v2.1\n",
+    ),
+    case(
+        "audit: admin_token without endpoint",
+        f"audit {C} {W}",
+        USAGE,
+        "needs endpoint or endpoint_override",
+        nova="auth_type = admin_token\ntoken = t\n",
+    ),
+    case(
+        "check-config: token plugin without token",
+        CHECK,
+        USAGE,
+        "auth_type = v3token",
+        "needs token",
+        nova="auth_type = v3token\nauth_url = http://k/v3\n",
+    ),
+    case(
+        "audit: application credential without secret",
+        f"audit {C} {W}",
+        USAGE,
+        "needs application_credential_secret",
+        nova="auth_type = v3applicationcredential\nauth_url = http://k/v3\n"
+        "application_credential_id = a\n",
+    ),
+    case(
+        "audit: [nova] timeout = 0",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] timeout = 0 is not valid",
+        nova=TOKEN + "timeout = 0\n",
+    ),
+    case(
+        "check-config: [nova] timeout = 0",
+        CHECK,
+        USAGE,
+        "[nova] timeout = 0",
+        nova=TOKEN + "timeout = 0\n",
+    ),
+    case(
+        "run: [nova] timeout = -1",
+        f"run --once {C} {W}",
+        USAGE,
+        "[nova] timeout = -1",
+        nova=TOKEN + "timeout = -1\n",
+    ),
+    case(
+        "audit: [nova] timeout = nan",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] timeout = nan",
+        nova=TOKEN + "timeout = nan\n",
+    ),
+    case(
+        "check-config: [nova] timeout = inf",
+        CHECK,
+        USAGE,
+        "[nova] timeout = inf",
+        nova=TOKEN + "timeout = inf\n",
+    ),
+    case(
+        "audit: auth_url htp://",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] auth_url = htp://k/v3",
+        "http:// or https://",
+        nova=KEYSTONE.format(url="htp://k/v3"),
+    ),
+    case(
+        "check-config: auth_url htp://",
+        CHECK,
+        USAGE,
+        "[nova] auth_url = htp://k/v3",
+        nova=KEYSTONE.format(url="htp://k/v3"),
+    ),
+    case(
+        "run: auth_url without a host",
+        f"run --once {C} {W}",
+        USAGE,
+        "[nova] auth_url",
+        "with a host",
+        nova=KEYSTONE.format(url="http:///v3"),
+    ),
+    case(
+        "audit: auth_url with port 99999",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] auth_url",
+        "out of range",
+        nova=KEYSTONE.format(url="http://k:99999/v3"),
+    ),
+    case(
+        "audit: endpoint without a scheme",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] endpoint =",
+        nova="auth_type = admin_token\nendpoint = nova.example/v2.1\ntoken = t\n",
+    ),
+    case(
+        "audit: endpoint_override ftp://",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] endpoint_override = ftp://nova",
+        nova=TOKEN + "endpoint_override = ftp://nova\n",
+    ),
+    case(
+        "audit: cafile missing",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cafile = {tmp}/none.pem",
+        "No such file",
+        nova=TOKEN + "cafile = {tmp}/none.pem\n",
+    ),
+    case(
+        "check-config: cafile missing",
+        CHECK,
+        USAGE,
+        "[nova] cafile",
+        nova=TOKEN + "cafile = {tmp}/none.pem\n",
+    ),
+    case(
+        "run: cafile no certificate",
+        f"run --once {C} {W}",
+        USAGE,
+        "[nova] cafile",
+        "OpenSSL",
+        nova=TOKEN + "cafile = {tmp}/etc/text.pem\n",
+        prepare="text pem",
+    ),
+    case(
+        "audit: cafile a directory",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cafile",
+        "a directory",
+        nova=TOKEN + "cafile = {tmp}/etc\n",
+    ),
+    case(
+        "audit: cafile a FIFO",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cafile",
+        "a FIFO",
+        nova=TOKEN + "cafile = {tmp}/fifo\n",
+        prepare="fifo",
+    ),
+    case(
+        "audit: certfile missing",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] certfile",
+        nova=TOKEN + "certfile = {tmp}/none.pem\n",
+    ),
+    case(
+        "check-config: certfile no certificate",
+        CHECK,
+        USAGE,
+        "[nova] certfile",
+        "OpenSSL",
+        nova=TOKEN + "certfile = {tmp}/etc/text.pem\n",
+        prepare="text pem",
+    ),
+    case(
+        "audit: keyfile without certfile",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] keyfile",
+        "only with certfile",
+        nova=TOKEN + "keyfile = {tmp}/etc/text.pem\n",
+        prepare="text pem",
+    ),
+    case(
+        "audit: insecure with cafile",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cafile",
+        "insecure",
+        nova=TOKEN + "insecure = true\ncafile = {tmp}/etc/text.pem\n",
+        prepare="text pem",
+    ),
+    case(
+        "audit: tls_ciphers none",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] tls_ciphers = NOPE",
+        nova=TOKEN + "tls_ciphers = NOPE\n",
+    ),
+    case(
+        "audit: valid_interfaces publik",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] valid_interfaces",
+        "'publik'",
+        nova=TOKEN + "valid_interfaces = publik\n",
+    ),
+    case(
+        "audit: version with min_version",
+        f"audit {C} {W}",
+        USAGE,
+        "keystoneauth refused",
+        nova=TOKEN + "version = 2.1\nmin_version = 2.0\n",
+    ),
+    case(
+        "audit: cloud and auth_type",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cloud = c",
+        "auth_type = admin_token",
+        nova="cloud = c\n" + TOKEN,
+    ),
+    case(
+        "check-config: cloud and auth_type",
+        CHECK,
+        USAGE,
+        "cloud = c",
+        "auth_type",
+        nova="cloud = c\n" + TOKEN,
+    ),
+    case(
+        "run: cloud and auth_type",
+        f"run --once {C} {W}",
+        USAGE,
+        "cloud = c",
+        "auth_type",
+        nova="cloud = c\n" + TOKEN,
+    ),
+    case(
+        "audit: clouds a list",
+        f"audit {C} {W}",
+        USAGE,
+        "{tmp}/clouds.yaml",
+        "'clouds' should be a mapping",
+        nova="cloud = c\n",
+        prepare="clouds a list",
+        env=CLOUDS,
+    ),
+    case(
+        "check-config: clouds a list",
+        CHECK,
+        USAGE,
+        "'clouds' should be a mapping",
+        nova="cloud = c\n",
+        prepare="clouds a list",
+        env=CLOUDS,
+    ),
+    case(
+        "run: clouds a list",
+        f"run --once {C} {W}",
+        USAGE,
+        "'clouds' should be a mapping",
+        nova="cloud = c\n",
+        prepare="clouds a list",
+        env=CLOUDS,
+    ),
+    case(
+        "audit: cloud not in clouds.yaml",
+        f"audit {C} {W}",
+        USAGE,
+        "[nova] cloud = nope",
+        "has no cloud 'nope'",
+        nova="cloud = nope\n",
+        prepare="clouds",
+        env=CLOUDS,
+    ),
+    case(
+        "check-config: OS_CLOUD not in clouds.yaml",
+        CHECK,
+        USAGE,
+        "OS_CLOUD",
+        "'nope'",
+        nova="",
+        prepare="clouds",
+        env=(*CLOUDS, ("OS_CLOUD", "nope")),
+    ),
+    case(
+        "audit: clouds.yaml not YAML",
+        f"audit {C} {W}",
+        USAGE,
+        "{tmp}/clouds.yaml",
+        "cannot be read",
+        nova="cloud = c\n",
+        prepare="clouds not YAML",
+        env=CLOUDS,
+    ),
+    case(
+        "audit: clouds.yaml a list",
+        f"audit {C} {W}",
+        USAGE,
+        "should be a mapping with 'clouds'",
+        nova="cloud = c\n",
+        prepare="clouds.yaml a list",
+        env=CLOUDS,
+    ),
+    case(
+        "audit: a cloud that is a string",
+        f"audit {C} {W}",
+        USAGE,
+        "clouds.c should be a mapping",
+        nova="cloud = c\n",
+        prepare="cloud a string",
+        env=CLOUDS,
+    ),
+    case(
+        "audit: a cloud's auth_url htp://",
+        f"audit {C} {W}",
+        USAGE,
+        "clouds.c.auth.auth_url",
+        nova="cloud = c\n",
+        prepare="cloud htp",
+        env=CLOUDS,
+    ),
+    case(
+        "history: a cloud's cacert missing",
+        f"history {C}",
+        USAGE,
+        "clouds.c.cacert",
+        nova="cloud = c\n",
+        prepare="cloud cacert",
+        env=CLOUDS,
+    ),
+    case(
+        "audit: Keystone 401",
+        f"audit {C} {W}",
+        ERROR,
+        "Keystone (the identity service)",
+        "{keystone}/401/v3",
+        "HTTP 401",
+        absent=("Nova refused", "Nova:"),
+        nova=V3.format(url="{keystone}/401/v3"),
+    ),
+    case(
+        "audit: Keystone 500",
+        f"audit {C} {W}",
+        ERROR,
+        "Keystone (the identity service)",
+        "{keystone}/500/v3",
+        "HTTP 500",
+        absent=("Nova:",),
+        nova=V3.format(url="{keystone}/500/v3"),
+    ),
+    case(
+        "audit: Keystone 503",
+        f"audit {C} {W}",
+        ERROR,
+        "Keystone (the identity service)",
+        "{keystone}/503/v3",
+        "HTTP 503",
+        absent=("Nova:",),
+        nova=V3.format(url="{keystone}/503/v3"),
+    ),
+    case(
+        "audit: Keystone 401 to discovery",
+        f"audit {C} {W}",
+        ERROR,
+        "Keystone (the identity service)",
+        "{keystone}/401/v3",
+        "401",
+        absent=("Nova refused",),
+        nova=KEYSTONE.format(url="{keystone}/401/v3"),
+    ),
+    case(
+        "audit: Keystone 500 to discovery",
+        f"audit {C} {W}",
+        ERROR,
+        "Keystone (the identity service)",
+        "{keystone}/500/v3",
+        "HTTP 500",
+        absent=("Nova:",),
+        nova=KEYSTONE.format(url="{keystone}/500/v3"),
+    ),
+    case(
+        "fleet audit: Keystone 503",
+        f"fleet audit {C} --hosts cmp-1",
+        ERROR,
+        "Keystone (the identity service)",
+        "503",
+        absent=("Nova:",),
+        nova=V3.format(url="{keystone}/503/v3"),
+    ),
+    case(
+        "fleet audit: Keystone 401",
+        f"fleet audit {C} --hosts cmp-1",
+        ERROR,
+        "Keystone",
+        "{keystone}/401/v3",
+        absent=("Nova refused",),
+        nova=V3.format(url="{keystone}/401/v3"),
+    ),
+    case(
+        "audit: default_log_levels foo",
+        f"audit {C} {W}",
+        USAGE,
+        "[DEFAULT] default_log_levels = foo is not valid",
+        default="default_log_levels = foo\n",
+    ),
+    case(
+        "check-config: default_log_levels LOUD",
+        CHECK,
+        USAGE,
+        "default_log_levels",
+        "'a=LOUD'",
+        default="default_log_levels = a=LOUD\n",
+    ),
+    case(
+        "history: default_log_levels =x",
+        f"history {C}",
+        USAGE,
+        "default_log_levels",
+        default="default_log_levels = =INFO\n",
+    ),
+    case(
+        "run: syslog_log_facility LOG_FOO",
+        f"run --once {C} {W}",
+        USAGE,
+        "syslog_log_facility",
+        default="syslog_log_facility = LOG_FOO\nuse_syslog = true\n",
+    ),
+    case(
+        "audit: a log format cut short",
+        f"audit {C} {W}",
+        USAGE,
+        "logging_default_format_string",
+        default="logging_default_format_string = %(asctime\n",
+    ),
+    case(
+        "check-config: 4 KiB of NUL bytes", CHECK, USAGE, "line 1", "NUL byte", prepare="NUL conf"
+    ),
+    case("run: 4 KiB of NUL bytes", f"run --once {C} {W}", USAGE, "NUL byte", prepare="NUL conf"),
+    case("audit: 4 KiB of NUL bytes", f"audit {C} {W}", USAGE, "NUL byte", prepare="NUL conf"),
+    case(
+        "audit: a 20,000-character action",
+        f"audit {C} {W}",
+        USAGE,
+        "action_deleted",
+        "characters more",
+        agent=f"action_deleted = {'x' * 20000}\n",
+    ),
+    case(
+        "check-config: an escape in auth_type",
+        CHECK,
+        USAGE,
+        "\\x1b[31mmagic",
+        nova="auth_type = \x1b[31mmagic\n",
+    ),
 ]
 
 
@@ -699,8 +1201,24 @@ def _fifo_in_nova_d(site: pathlib.Path) -> None:
     os.mkfifo(site / "nova.d" / "nova.conf")
 
 
+def _clouds(text: str) -> Callable[[pathlib.Path], object]:
+    return lambda site: (site / "clouds.yaml").write_text(text)
+
+
+CLOUD = "clouds:\n  c:\n    auth_type: admin_token\n    auth:\n      token: t\n"
+
 #: What a case lays on disk before it runs (after its config is written).
 PREPARE = {
+    "empty conf": lambda site: (site / "etc" / "nova-orphans.conf").write_bytes(b""),
+    "NUL conf": lambda site: (site / "etc" / "nova-orphans.conf").write_bytes(b"\0" * 4096),
+    "text pem": lambda site: (site / "etc" / "text.pem").write_text("no certificate\n"),
+    "clouds": _clouds(CLOUD),
+    "clouds a list": _clouds("clouds:\n  - c\n  - d\n"),
+    "clouds not YAML": _clouds("clouds: [c\n"),
+    "clouds.yaml a list": _clouds("- clouds\n"),
+    "cloud a string": _clouds("clouds:\n  c: admin_token\n"),
+    "cloud htp": _clouds(CLOUD + "      auth_url: htp://k/v3\n"),
+    "cloud cacert": _clouds(CLOUD + "    cacert: /nonexistent/ca.pem\n"),
     "non-UTF-8 conf": _non_utf8_conf,
     "non-UTF-8 nova.conf": lambda site: (site / "etc" / "nova.conf").write_bytes(
         b"[DEFAULT]\nhost = caf\xe9\n"
@@ -715,15 +1233,15 @@ PREPARE = {
 }
 
 
-def write_case_conf(site: pathlib.Path, c: Case, port: int) -> str:
-    fill = {"tmp": str(site), "port": str(port)}
+def write_case_conf(site: pathlib.Path, c: Case, port: int, keystone: str = "") -> str:
+    fill = {"tmp": str(site), "port": str(port), "keystone": keystone}
     text = (
         "[DEFAULT]\nhost = cmp-1\n"
         + fill_in(c.default, fill)
         + f"\n[agent]\nstate_dir = {site / 'state'}\n"
         + fill_in(c.agent, fill)
         + "\n[nova]\n"
-        + c.nova
+        + fill_in(c.nova, fill)
     )
     path = site / "etc" / "nova-orphans.conf"
     # NOTE: oslo.config keeps the last state_dir of a section: a case's own wins.
@@ -750,26 +1268,118 @@ def snapshot(root: pathlib.Path) -> dict[str, tuple[int, str]]:
     }
 
 
-@pytest.mark.parametrize("c", CASES)
-def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(site, busy_port, capsys, c):
-    conf = write_case_conf(site, c, busy_port)
+def lay_out(site: pathlib.Path, c: Case, port: int, keystone: str, monkeypatch) -> dict[str, str]:
+    """Write the case's config, lay its files out, set its environment; return the fill-ins."""
+    conf = write_case_conf(site, c, port, keystone)
     if c.prepare:
         PREPARE[c.prepare](site)
-    fill = {"conf": conf, "world": f"test://{site / 'node.xml'}", "tmp": str(site),
-            "port": str(busy_port)}  # fmt: skip
+    fill = {
+        "conf": conf,
+        "world": f"test://{site / 'node.xml'}",
+        "tmp": str(site),
+        "port": str(port),
+        "keystone": keystone,
+    }
+    for name, value in c.env:
+        monkeypatch.setenv(name, fill_in(value, fill))
+    return fill
+
+
+def the_one_line(c: Case, fill: dict[str, str], err: str) -> str:
+    """The one stderr line, checked: ours, no traceback, no ``None``, bounded and escaped."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("nova-orphans: "), line
+    assert "Traceback" not in err
+    # NOTE: Python's None is no answer an operator can act on ("(None interface, ...)").
+    assert not re.search(r"\bNone\b", line), line
+    assert len(line) <= len("nova-orphans: ") + common.MAX_LINE, len(line)
+    assert not any(ch < " " or ch == "\x7f" for ch in line), line
+    for word in c.words:
+        assert fill_in(word, fill) in line, line
+    for word in c.absent:
+        assert fill_in(word, fill) not in line, line
+    return line
+
+
+@pytest.mark.parametrize("c", CASES)
+def test_bad_input_is_one_line_the_documented_code_and_changes_nothing(
+    site, busy_port, keystone, monkeypatch, capsys, c
+):
+    fill = lay_out(site, c, busy_port, keystone, monkeypatch)
     argv = [fill_in(a, fill) for a in c.argv]
     before = snapshot(site)
     code = run_with_alarm(argv)
     out, err = capsys.readouterr()
     assert code == c.code, err
     assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("nova-orphans: "), lines[0]
-    assert "Traceback" not in err
-    for word in c.words:
-        assert fill_in(word, fill) in lines[0], lines[0]
+    the_one_line(c, fill, err)
     assert snapshot(site) == before
+
+
+#: The options a case of only a config may give on its command line.
+CONFIG_ONLY = {"--once", "--config-file", "{conf}", "--libvirt-uri", "{world}", *W.split()}
+
+#: The config-only cases check-config accepts although their command refuses them: what
+#: they refuse is no option's value but the host's state when the command runs.
+REFUSED_ONLY_WHEN_RUN = {
+    "run: metrics port in use": "the port is bound when the agent starts",
+    "run: quarantine cannot be created": "the agent creates its directories when it starts",
+    "history: mistyped state directory": "a journal command reads the journal there",
+    "run: journal of a newer schema": "the journal is opened when the command runs",
+    "history: journal of a newer schema": "the journal is opened when the command runs",
+    "history: journal that is no database": "the journal is opened when the command runs",
+    "run: journal_path is a FIFO": "the journal is opened when the command runs",
+}
+
+BAD_CONFIGS = [
+    p
+    for p in CASES
+    if p.values[0].code == USAGE
+    and p.values[0].argv[:1] in (("audit",), ("run",), ("check-config",), ("history",))
+    and set(p.values[0].argv[1:]) <= CONFIG_ONLY
+]
+
+
+@pytest.mark.parametrize("c", BAD_CONFIGS)
+def test_check_config_refuses_exactly_what_audit_and_run_refuse(
+    site, busy_port, keystone, monkeypatch, capsys, c
+):
+    """Every bad config of the tour: check-config, audit and run --once give the same exit
+    code and the same line, naming the same option (the Ansible role's ``validate`` step
+    relies on it: the agent must never start on a file check-config passed)."""
+    fill = lay_out(site, c, busy_port, keystone, monkeypatch)
+    conf = ["--config-file", fill["conf"]]
+    # NOTE: a case without --libvirt-uri is about the configured one.
+    world = ["--libvirt-uri", fill["world"]] if "--libvirt-uri" in c.argv else []
+    before = snapshot(site)
+    checked = run_with_alarm(["check-config", *conf])
+    out, err = capsys.readouterr()
+    if c.name in REFUSED_ONLY_WHEN_RUN:
+        assert checked == exits.OK, err
+        return
+    assert checked == USAGE, out + err
+    assert out == ""
+    line = the_one_line(c, fill, err)
+    for argv in (["audit", *conf, *world], ["run", "--once", *conf, *world]):
+        code = run_with_alarm(argv)
+        out, err = capsys.readouterr()
+        assert (code, out) == (USAGE, ""), err
+        assert the_one_line(c, fill, err) == line, argv
+    assert snapshot(site) == before
+
+
+def test_the_tour_holds_the_bad_configs_of_credentials_and_endpoints():
+    """The tour covers each way [nova]'s credentials and endpoints can be wrong, and so
+    does the comparison of check-config with audit and run."""
+    names = {p.values[0].name for p in CASES}
+    assert len(CASES) >= 169
+    kinds = ("password", "timeout", "auth_url", "cafile", "cloud and auth_type", "clouds",
+             "Keystone", "default_log_levels", "NUL")  # fmt: skip
+    for kind in kinds:
+        assert sum(kind in n for n in names) >= 3, kind
+    assert len(BAD_CONFIGS) >= 60
 
 
 def run_with_alarm(argv: list[str]) -> int:

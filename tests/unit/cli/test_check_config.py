@@ -9,6 +9,9 @@ import pytest
 
 from nova_orphans import cli, exits
 
+#: Nova's credentials (check-config builds Nova's transport as audit and run do; no request).
+NOVA = "[nova]\nauth_type = admin_token\nendpoint = http://nova.example/v2.1\ntoken = t\n"
+
 
 def check(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["check-config", *argv])
@@ -20,7 +23,7 @@ def test_a_valid_file_is_named_and_exits_0(tmp_path: pathlib.Path, capsys) -> No
     conf = tmp_path / "nova-orphans.conf"
     conf.write_text(
         "[DEFAULT]\nhost = cmp-1\n[agent]\naction_deleted = stop\n"
-        f"state_dir = {tmp_path}/state\n[metrics]\ntextfile = {tmp_path}/n.prom\n"
+        f"state_dir = {tmp_path}/state\n[metrics]\ntextfile = {tmp_path}/n.prom\n{NOVA}"
     )
     code, out, err = check(capsys, "--config-file", str(conf))
     assert code == exits.OK, err
@@ -65,3 +68,14 @@ def test_a_missing_file_is_one_line_and_exit_2(tmp_path: pathlib.Path, capsys) -
     code, _, err = check(capsys, "--config-file", str(tmp_path / "missing.conf"))
     assert code == exits.USAGE
     assert "missing.conf" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_file_is_refused_as_audit_and_run_refuse_it(tmp_path: pathlib.Path, capsys):
+    """A 0-byte file holds no Nova credentials: the agent could not start on it."""
+    conf = tmp_path / "nova-orphans.conf"
+    conf.write_text("")
+    code, out, err = check(capsys, "--config-file", str(conf))
+    assert code == exits.USAGE
+    assert out == ""
+    (line,) = err.strip().splitlines()
+    assert "[nova] needs auth_type" in line, line

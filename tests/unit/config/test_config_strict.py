@@ -354,7 +354,11 @@ def test_nova_keys_are_ours_and_keystoneauths_for_the_configured_plugin(
 
 
 def test_a_plugin_outside_the_sample_is_checked_against_its_own_options(tmp_path):
-    oidc = "[nova]\nauth_type = v3oidcpassword\nauth_url = http://k/v3\nclient_id = c\n"
+    oidc = (
+        "[nova]\nauth_type = v3oidcpassword\nauth_url = http://k/v3\nclient_id = c\n"
+        "identity_provider = idp\nprotocol = openid\nusername = u\npassword = p\n"
+        "discovery_endpoint = http://k/.well-known/openid-configuration\n"
+    )
     assert config.load([write(tmp_path, oidc)]).nova.client_id == "c"
     with pytest.raises(config.ConfigError, match="client_idd is not an option"):
         config.load([write(tmp_path, oidc + "client_idd = c\n")])

@@ -40,6 +40,7 @@ def test_the_leftovers_knobs_default_to_the_guests_and_may_be_set_apart(tmp_path
 def test_check_config_accepts_the_group(tmp_path, capsys):
     conf = write(
         tmp_path / "n.conf",
-        "[leftovers]\nsightings_required = 1\nhost_instances_path = /srv/nova/instances\n",
+        "[leftovers]\nsightings_required = 1\nhost_instances_path = /srv/nova/instances\n"
+        "[nova]\nauth_type = admin_token\nendpoint = http://nova.example/v2.1\ntoken = t\n",
     )
     assert cli.main(["check-config", "--config-file", conf]) == exits.OK
