@@ -276,16 +276,16 @@ def test_a_service_that_cannot_be_asked_is_not_checked_never_nothing_left(tmp_pa
 def test_a_nova_that_fails_the_lookups_leaves_every_kind_not_checked(tmp_path):
     world = World(tmp_path)
     world.lost("gone")
-    real = world.agent.nova.lookup
+    real = world.agent.nova.look_up
 
     def failing(uuid):
         from nova_orphans.observe.errors import NovaError
 
         raise NovaError(reason="injected")
 
-    world.agent.nova.lookup = failing  # type: ignore[method-assign]
+    world.agent.nova.look_up = failing  # type: ignore[method-assign]
     leftovers = world.leftovers()
-    world.agent.nova.lookup = real  # type: ignore[method-assign]
+    world.agent.nova.look_up = real  # type: ignore[method-assign]
     assert leftovers.items == ()
     assert set(leftovers.not_checked) == set(LeftoverKind)
     assert all("Nova not asked" in why for why in leftovers.not_checked.values())
