@@ -38,7 +38,9 @@ def cause(exc: OSError) -> str:
 
 def diagnose(path: str) -> str | None:
     """Why the file ``path`` (there or not yet) cannot be read and written here, or None when
-    nothing on the file system says so (for the errors that name no errno: sqlite's)."""
+    nothing on the file system says so (for the errors that name no errno: sqlite's).
+    A symbolic link is followed: sqlite opens the file it names (a journal given so)."""
+    path = os.path.realpath(path)
     try:
         if os.path.isdir(path):
             return "is a directory"
