@@ -2,7 +2,7 @@
 auditing the fleet: checked before any work, written whole, never through a link.
 
 NOTE: a playbook or a dashboard reads these files while the next audit writes them, so each is
-replaced whole (a temporary file in the same directory, then a rename). The name given must be
+replaced whole (``record.files.write_whole``, the one copy of that rule). The name given must be
 a regular file or nothing yet: a symbolic link would be replaced by a file (``/dev/stdout``
 would stop being the terminal) or, followed, write where it points; a device or a FIFO would
 take or block the write. A write that fails (no space, read-only, permission) is an I/O error
@@ -11,13 +11,12 @@ take or block the write. A write that fails (no space, read-only, permission) is
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 
 from nova_orphans import config, exits
 from nova_orphans.cli import common
 from nova_orphans.fleet.records import MergedFleet
+from nova_orphans.record import files
 
 #: The JSON document's mode: the fleet's findings are the operators' (group-readable, as the
 #: reports' directory of the Ansible collection is).
@@ -42,52 +41,23 @@ def check_output_file(path: str | None, option: str) -> None:
         raise common.UsageError(str(exc)) from None
 
 
-def write_whole(path: str, text: str, mode: int) -> None:
-    """``text`` in ``path`` with ``mode``, replaced whole; raises ``OSError`` (nothing left
-    behind) when it cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    partial = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.partial")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(partial, flags, mode)
-    try:
-        os.fchmod(fd, mode)  # NOTE: the umask may have taken bits away at create
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            fd = -1
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        # NOTE: checked again just before the rename: the name may have become a link since.
-        if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-            raise IsADirectoryError(0, "no longer a regular file", path)
-        os.replace(partial, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
-
-
 def write_outputs(
     fleet: MergedFleet, document: str, json_file: str | None, textfile: str | None
 ) -> int:
     """Write the JSON document and the metrics textfile asked for; ``exits.OK``, or
     ``exits.ERROR`` after one stderr line per file that could not be written."""
     code = exits.OK
-    for option, path, write in (
-        ("--json-file", json_file, lambda p: write_whole(p, document + "\n", JSON_MODE)),
-        (
-            "--metrics-textfile",
-            textfile,
-            lambda p: write_whole(p, metrics_text(fleet), TEXTFILE_MODE),
-        ),
-    ):
+    wanted = (
+        ("--json-file", json_file, JSON_MODE, lambda: document + "\n"),
+        ("--metrics-textfile", textfile, TEXTFILE_MODE, lambda: metrics_text(fleet)),
+    )
+    for option, path, mode, text in wanted:
         if path is None:
             continue
         try:
-            write(path)
+            files.write_whole(path, text(), mode)
         except OSError as exc:
-            code = common.fail(exits.ERROR, f"{option} {path}: not written: {exc.strerror or exc}")
+            code = common.fail(exits.ERROR, f"{option} {path}: not written: {files.cause(exc)}")
     return code
 
 
