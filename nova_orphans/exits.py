@@ -2,7 +2,8 @@
 
 #: Nothing found (foreign or protected guests alone do not count).
 OK = 0
-#: libvirt or Nova failed (or, in a fleet audit, a host could not be reached).
+#: libvirt or Nova failed, an output could not be written (a full disk, a closed stdout),
+#: or, in a fleet audit, a host was not audited or its report not merged.
 ERROR = 1
 #: Usage or configuration error.
 USAGE = 2
@@ -21,7 +22,8 @@ def meanings() -> dict[int, str]:
     """What each code means, in the words every sub-command's ``--help`` ends with."""
     return {
         OK: "nothing found (or the command did what was asked)",
-        ERROR: "libvirt, Nova or another service failed, or a host was unreachable",
+        ERROR: "libvirt, Nova or another service failed, an output could not be written, "
+        "or a fleet host was not audited (or its report not merged)",
         USAGE: "usage or configuration error (one line names the file, option or argument)",
         FOUND: "orphans found",
         ACTED: "run --once: the agent stopped or reaped something",
