@@ -329,6 +329,7 @@ def _live_lock(path: str, journal: str) -> LiveLock:
 
 
 def _require_writable_dir(path: str) -> None:
+    configure.require_no_file_above(path, "quarantine directory")  # NOTE: as check-config says
     try:
         files.private_dir(path)
     except OSError as exc:

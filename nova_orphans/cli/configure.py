@@ -54,8 +54,25 @@ def check_config(args: argparse.Namespace) -> int:
     # NOTE: in the order audit and run check them: the libvirt URI, then Nova's transport.
     config.host_settings(conf, check_uri=True)
     transport_from_conf(conf)
+    _quarantine_can_be_made(conf)
     common.say(f"configuration valid: {', '.join(conf.config_file)}")
     return exits.OK
+
+
+def _quarantine_can_be_made(conf: cfg.ConfigOpts) -> None:
+    """The quarantine directory ``run`` makes as it starts is not under a file (checked as
+    ``run`` checks it, making nothing)."""
+    require_no_file_above(config.state_paths(conf).quarantine, "quarantine directory")
+
+
+def require_no_file_above(path: str, what: str) -> None:
+    """``ConfigError`` when an existing parent of the directory ``path`` is no directory:
+    it can never be made there."""
+    existing = os.path.dirname(path)
+    while existing and not os.path.lexists(existing) and existing != os.path.dirname(existing):
+        existing = os.path.dirname(existing)
+    if existing and os.path.lexists(existing) and not os.path.isdir(existing):
+        raise config.ConfigError(f"{what} {path}: {existing} is not a directory")
 
 
 def setup_logging(conf: cfg.ConfigOpts, args: argparse.Namespace, agent: bool = False) -> None:

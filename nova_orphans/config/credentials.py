@@ -32,7 +32,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_orphans.config import nova, strict
+from nova_orphans.config import nova, services, strict
 from nova_orphans.config.strict import ConfigError
 from nova_orphans.exceptions import one_line
 
@@ -73,6 +73,19 @@ def check(conf: cfg.ConfigOpts, files: strict.ConfigFiles) -> None:
             f"auth_type = {plugin} are two choices of credentials (a clouds.yaml cloud, or "
             "this section's keystoneauth plugin): keep one"
         )
+    section_set = files.setting(nova.NOVA_GROUP, "auth_section")
+    if section_set is not None:
+        # NOTE: keystoneauth would read the plugin's options from that other section, which
+        # the strict check of keys (ours) never sees; the tool reads them in [nova] only.
+        raise ConfigError(
+            f"{section_set[0]}: [{section_set[1]}] auth_section = {section_set[2].strip()} is "
+            "not used: write the plugin's options in [nova]"
+        )
+    for option, _, _ in services.SERVICE_ENDPOINTS:
+        endpoint = conf[services.SERVICES_GROUP][option]
+        if endpoint:
+            opt = next(o for o in services.services_opts if o.dest == option)
+            http_url(endpoint, files.where(services.SERVICES_GROUP, opt))
     where = _Where(files)
     _check_session(section, where)
     _check_adapter(section, where)
