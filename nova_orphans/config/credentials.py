@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from keystoneauth1 import discover as ks_discover
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -158,6 +159,18 @@ def _check_adapter(section: Any, where: _Where) -> None:
             )
     if section.endpoint_override:
         http_url(section.endpoint_override, where("endpoint_override"))
+    versions = {}
+    for key in ("version", "min_version", "max_version"):
+        value = (section[key] or "").strip()
+        if value:
+            try:
+                versions[key] = ks_discover.normalize_version_number(value)
+            except TypeError:
+                raise ConfigError(
+                    f"{where(key)} is not valid: should be an API version such as 2.1, or latest"
+                ) from None
+    if versions.get("min_version", ()) > versions.get("max_version", (math.inf,)):
+        raise ConfigError(f"{where('min_version')} is not valid: it is above max_version")
 
 
 def _check_plugin(conf: cfg.ConfigOpts, section: Any, plugin: str, where: _Where) -> None:

@@ -134,6 +134,17 @@ LOG_FORMATS = (
 )
 
 
+#: oslo.log's numbers and their least values (oslo.log sets no bounds: a rotation every 0
+#: units or at 0 MB would rotate at each line).
+LOG_NUMBERS = {
+    "log_rotate_interval": 1,
+    "max_logfile_count": 1,
+    "max_logfile_size_mb": 1,
+    "rate_limit_interval": 0,
+    "rate_limit_burst": 0,
+}
+
+
 def check_logging(conf: cfg.ConfigOpts, files: strict.ConfigFiles) -> None:
     """oslo.log's options that oslo.config cannot check, checked at load: each
     ``default_log_levels`` entry ``logger=LEVEL``, the syslog facility, the format strings.
@@ -161,6 +172,9 @@ def check_logging(conf: cfg.ConfigOpts, files: strict.ConfigFiles) -> None:
     facility = facility if facility.startswith("LOG_") else f"LOG_{facility}"
     if not isinstance(getattr(syslog, facility, None), int):
         raise refuse("syslog_log_facility", "should be a syslog facility such as LOG_USER")
+    for name, least in LOG_NUMBERS.items():
+        if conf[name] < least:
+            raise refuse(name, f"should be at least {least}")
     for name in LOG_FORMATS:
         value = conf[name]
         try:
