@@ -155,7 +155,7 @@ def test_incremental_cycles_give_the_findings_of_full_looks_through_delete_migra
         domains = list(here.values())
         return ours(classify(domains, view_of(HOST, [d.uuid for d in domains])), set(servers))
 
-    assert findings(tracker.observe) == findings(observer().observe) == []
+    assert findings(tracker.look) == findings(observer().look) == []
     assert tracker.last_was_full
 
     nova.soft_delete(deleted)
@@ -166,9 +166,9 @@ def test_incremental_cycles_give_the_findings_of_full_looks_through_delete_migra
     nova.soft_delete(soft)
 
     transport.asked.clear()
-    incremental = findings(tracker.observe)
+    incremental = findings(tracker.look)
     assert not tracker.last_was_full
-    assert incremental == findings(observer().observe)
+    assert incremental == findings(observer().look)
     kinds = {f.uuid: f.kind.value for f in incremental}
     assert kinds == {deleted: "deleted", duplicate: "misplaced", soft: "protected"}
     # what concerns host1 only: its plain listing (what left), details only of its changes,
@@ -178,7 +178,7 @@ def test_incremental_cycles_give_the_findings_of_full_looks_through_delete_migra
     assert all("host=" in p or "uuid=" in p for p in transport.asked if p.startswith("/servers?"))
 
     # and the cycle after, with nothing new, still agrees
-    again = findings(tracker.observe)
+    again = findings(tracker.look)
     assert not tracker.last_was_full and again == incremental
 
 
@@ -201,10 +201,10 @@ def test_a_steady_cycle_asks_what_the_design_says_and_sees_what_left_the_host(
         domains = list(here.values())
         return ours(classify(domains, view_of(HOST, [d.uuid for d in domains])), set(servers))
 
-    assert findings(tracker.observe) == []
+    assert findings(tracker.look) == []
     assert tracker.last_was_full
     transport.asked.clear()
-    assert findings(tracker.observe) == []
+    assert findings(tracker.look) == []
     assert not tracker.last_was_full
     asked = [p.split("&marker=")[0] for p in transport.asked]
     since = asked[-1].split("changes-since=")[1].split("&")[0]
@@ -228,9 +228,9 @@ def test_a_steady_cycle_asks_what_the_design_says_and_sees_what_left_the_host(
     harness.wait_for("the deleted server's row archived", archived_for_good)
 
     transport.asked.clear()
-    incremental = findings(tracker.observe)
+    incremental = findings(tracker.look)
     assert not tracker.last_was_full
-    assert incremental == findings(observer().observe)
+    assert incremental == findings(observer().look)
     assert {f.uuid: f.kind.value for f in incremental} == {moved: "misplaced", archived: "unknown"}
     lookups = sorted(p.split("uuid=")[1].split("&")[0] for p in transport.asked if "uuid=" in p)
     assert lookups == sorted([moved, archived])
