@@ -20,7 +20,10 @@ from collections.abc import Sequence
 #: The width every table fits when the output is no terminal and ``COLUMNS`` says nothing.
 WIDTH = 100
 #: The narrowest width followed: below it, lines are laid out for this many columns.
-MIN_WIDTH = 40
+MIN_WIDTH = 20
+#: The fewest columns the last cell of a row keeps beside the others: with less room, each
+#: row is laid out as its fields, one per line, each with its column's title.
+MIN_ROOM = 16
 #: What a cut cell ends with.
 ELLIPSIS = "…"
 GAP = "  "
@@ -99,6 +102,8 @@ def render(
     if wide:
         return [f"{indent}{h}{GAP}{row[-1]}".rstrip() for h, row in zip(heads, table, strict=True)]
     room = width() - len(indent) - len(heads[0]) - len(GAP)
+    if room < MIN_ROOM:
+        return _stacked(columns, table[1:], indent)
     notes = _notes([row[-1] for row in table[1:]], room)
     lines = []
     for head, row in zip(heads, table, strict=True):
@@ -107,6 +112,31 @@ def render(
     for text, number in notes.items():
         lines += fit(f"[{number}] {text}", False, indent)
     return lines
+
+
+def _stacked(columns: Sequence[Column], rows: list[list[str]], indent: str) -> list[str]:
+    """Each row as its fields, one per line under the first, each after its column's title:
+    how a table reads on a terminal too narrow for its columns side by side.
+
+    NOTE: a UUID or a path is never cut there: a field's words wrap, each whole.
+    """
+    lines: list[str] = []
+    for row in rows:
+        for i, (column, cell) in enumerate(zip(columns, row, strict=True)):
+            lead = indent if i == 0 else indent + "  "
+            lines += _wrapped_field(f"{lead}{column.title} ", cell)
+    return lines
+
+
+def _wrapped_field(head: str, cell: str) -> list[str]:
+    """``head`` then ``cell``'s words, wrapped at ``width()``; a word longer than a line on a
+    line of its own (never cut: a UUID is copied from here)."""
+    room = width() - len(head)
+    if len(cell) <= room:
+        return [f"{head}{cell}".rstrip()]
+    parts = textwrap.wrap(cell, max(room, 1), break_long_words=False, break_on_hyphens=False)
+    more = " " * len(head)
+    return [f"{head}{parts[0]}".rstrip(), *(more + part for part in parts[1:])] if parts else [head]
 
 
 def _notes(cells: list[str], room: int) -> dict[str, int]:

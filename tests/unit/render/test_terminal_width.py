@@ -48,3 +48,17 @@ def test_wide_tables_keep_every_cell_whole_on_one_line(monkeypatch):
     rows = [("2026-11-01 12:00", u, LONG) for u in UUIDS[:2]]
     lines = table.render(COLUMNS, rows, wide=True)
     assert len(lines) == 3 and all(line.endswith("nothing was moved") for line in lines[1:])
+
+
+@pytest.mark.parametrize("columns", [20, 24, 30])
+def test_a_terminal_too_narrow_for_the_columns_gets_each_row_as_its_fields(monkeypatch, columns):
+    """Down to 20 columns: each row's fields one per line, each after its column's title; no
+    line longer than the terminal but for one word that is longer (a UUID is never cut)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rows = [("2026-11-01 12:00", UUIDS[0], LONG), ("2026-11-01 12:01", UUIDS[1], "stopped")]
+    lines = table.render(COLUMNS, rows, wide=False)
+    assert lines[0].startswith("WHEN 2026-11-01") and f"  UUID {UUIDS[0]}" in lines
+    assert all(len(line) <= columns or len(line.split()) <= 2 for line in lines)
+    words = " ".join(lines).split()
+    assert all(word in words for word in LONG.split()) and UUIDS[1] in words
+    assert "…" not in " ".join(lines)
