@@ -145,19 +145,15 @@ def detail_listing(
     before = nova.request_count
     start = time.perf_counter()
     views = reference_fleet_views(NovaObserver(transport, retry=once), domains_by_host)
-    findings = {h: _ordered(classify(d, views[h])) for h, d in domains_by_host.items()}
+    findings = {h: classify(d, views[h]) for h, d in domains_by_host.items()}
     wall = time.perf_counter() - start
     return Row(nova.request_count - before + 1, 0.0, wall, transport.simulated), findings
-
-
-def _ordered(findings: Sequence[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (f.kind.value, f.uuid))
 
 
 def scanned_findings(report: MergedFleet) -> dict[str, list[Finding]]:
     """Each audited host's findings as its scan classified them."""
     return {
-        h.host: _ordered([f.finding for f in h.findings if f.finding is not None])
+        h.host: [f.finding for f in h.findings if f.finding is not None]
         for h in report.hosts
         if h.trusted
     }

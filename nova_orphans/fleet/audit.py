@@ -27,7 +27,7 @@ from nova_orphans.fleet.records import (
     Standing,
 )
 from nova_orphans.fleet.scan import HostScan
-from nova_orphans.model import Domain, Finding, Kind, Migration, NovaView, Selector, Server
+from nova_orphans.model import Domain, Finding, Kind, NovaView, Selector
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 #: Kinds whose guest Nova already cleaned up after on its side (or never knew): their
@@ -57,11 +57,9 @@ def fleet_audit(
     views = nova.look_at_hosts(
         {host: [d.uuid for d in domains] for host, domains in domains_by_host.items()}, denied
     )
-
-    def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
-        return nova.look_up(uuid), nova.migrations_of(uuid)
-
-    merged = merge_scans(scans, views, known_hosts, now, ask_nova, deny, instances_path)
+    merged = merge_scans(
+        scans, views, known_hosts, now, nova.look_up_with_migrations, deny, instances_path
+    )
     return dataclasses.replace(merged, nova_requests=nova.requests_made)
 
 
@@ -95,9 +93,8 @@ def _standing(
     if scan.domains is None or view is None:
         why = scan.error or "libvirt not read"
         return HostStanding(scan.host, Standing.UNREACHABLE, None, (why,), known, scan.uri, why)
-    order = list(Kind)
-    found = sorted(classify(scan.domains, view, deny), key=lambda f: (order.index(f.kind), f.uuid))
-    findings = tuple(_reported(f, instances_path) for f in found)
+    # NOTE: in classify's order (most urgent kinds first), as a host's own audit lists them.
+    findings = tuple(_reported(f, instances_path) for f in classify(scan.domains, view, deny))
     report = PerHostReport(
         source=f"libvirt {scan.uri}",
         host=scan.host,

@@ -13,7 +13,6 @@ import datetime
 from collections.abc import Sequence
 
 from nova_orphans.fleet import merge, records
-from nova_orphans.model import Migration, Server
 from nova_orphans.observe.nova.fleet import FleetNovaObserver
 
 
@@ -27,9 +26,5 @@ def merge_reports(
     reports = [p for p in parsed if isinstance(p, records.PerHostReport)]
     bad = [p for p in parsed if isinstance(p, records.BadReport)]
     hosts, unattributed = merge.standings(reports, bad, nova.compute_hosts(), now, max_age)
-
-    def ask_nova(uuid: str) -> tuple[Server | None, Sequence[Migration]]:
-        return nova.look_up(uuid), nova.migrations_of(uuid)
-
-    merged = merge.merge(hosts, unattributed, ask_nova, now, max_age)
+    merged = merge.merge(hosts, unattributed, nova.look_up_with_migrations, now, max_age)
     return dataclasses.replace(merged, nova_requests=nova.requests_made)

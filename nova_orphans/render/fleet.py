@@ -124,6 +124,7 @@ def _unknown_to_nova(fleet: MergedFleet) -> list[str]:
 def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
     per_host = fleet.counts()
     per_host.pop(Kind.SPLIT_BRAIN, None)
+    ranking = _ranking(fleet)
     return {
         "hosts": len(fleet.hosts),
         # NOTE: merged hosts are counted, the others named.
@@ -136,9 +137,9 @@ def _summary_record(fleet: MergedFleet) -> dict[str, Any]:
         "findings": {k.value: n for k, n in per_host.items()},
         "nova_requests": fleet.nova_requests,
         "leftovers": {k.value: n for k, n in leftover_totals(fleet.hosts).items()},
-        "untracked": untracked_record(cost.total(u for _, u in _ranking(fleet))),
+        "untracked": untracked_record(cost.total(u for _, u in ranking)),
         "untracked_by_host": [
-            {"host": host, **untracked_record(totals)} for host, totals in _ranking(fleet)
+            {"host": host, **untracked_record(totals)} for host, totals in ranking
         ],
     }
 

@@ -161,6 +161,11 @@ class FleetNovaObserver(NovaObserver):
                 pending.set_exception(exc)
         return pending.result()
 
+    def look_up_with_migrations(self, uuid: str) -> tuple[Server | None, tuple[Migration, ...]]:
+        """The server's record and its migrations: what the fleet merge asks about each
+        split-brain candidate (``fleet.merge.AskNova``), for a scan and for reports alike."""
+        return self.look_up(uuid), self.migrations_of(uuid)
+
     def migrations_of(self, uuid: str) -> tuple[Migration, ...]:
         """Every migration of one server (``/os-migrations?instance_uuid=``), paged."""
         items = self._paged("/os-migrations", "migrations", {"instance_uuid": uuid})

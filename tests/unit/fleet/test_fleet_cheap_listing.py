@@ -153,11 +153,6 @@ SPLIT = "split-brain across hosts"
 DENY = Selector(name_patterns=(DENIED,))
 
 
-def ordered(findings: list[Finding]) -> list[Finding]:
-    order = list(Kind)
-    return sorted(findings, key=lambda f: (order.index(f.kind), f.uuid))
-
-
 def merged(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> MergedFleet:
     scans = [HostScan(h, f"test:///{h}", tuple(ds)) for h, ds in fleet.items()]
     nova = FleetNovaObserver(sim, page_size=page_size, retry=lambda call: call())
@@ -175,7 +170,7 @@ def detailed(sim: SimulatedNova, fleet: Fleet, page_size: int = 1000) -> Found:
     where a UUID runs on two or more hosts (none of these situations migrates it)."""
     nova = NovaObserver(sim, page_size=page_size, retry=lambda call: call())
     views = reference_fleet_views(nova, fleet)
-    found: Found = {h: ordered(classify(ds, views[h], DENY)) for h, ds in fleet.items()}
+    found: Found = {h: classify(ds, views[h], DENY) for h, ds in fleet.items()}
     running: dict[str, list[str]] = {}
     for host, domains in fleet.items():
         for d in domains:
